@@ -1,0 +1,32 @@
+"""Every environment knob tensorir reads, in one place.
+
+TIR_DEBUG      0 (default) quiet; 1 stage names and times, tracebacks on errors;
+               2 also the IR after every stage.
+TIR_DUMP_DIR   when set, every stage's IR is written to files in this folder.
+TIR_CACHE_DIR  where compiled kernels are cached (default: user cache dir).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def debug_level() -> int:
+    try:
+        return int(os.environ.get("TIR_DEBUG", "0") or 0)
+    except ValueError:
+        return 1
+
+
+def dump_dir() -> Path | None:
+    d = os.environ.get("TIR_DUMP_DIR")
+    return Path(d) if d else None
+
+
+def cache_dir() -> Path:
+    d = os.environ.get("TIR_CACHE_DIR")
+    if d:
+        return Path(d)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
+    return Path(base) / "tensorir"

@@ -1,0 +1,310 @@
+"""ONNX frontend: an explicit converter table from ONNX op types to graph ops.
+
+Converters live in the `onnx_*.py` modules beside this file, one per op family:
+
+    @converter("Relu")
+    def relu(ctx: ImportContext, node: onnx.NodeProto) -> list[Value]:
+        return ctx.add("relu", [ctx.input(node, 0)], node=node)
+
+`ctx.opset` is the model's default-domain opset, so a converter handles attribute
+changes between versions itself (e.g. Squeeze axes moved from an attribute to an
+input in opset 13). Inputs that fix a static shape (Reshape's shape, Slice's starts,
+...) are read with `ctx.const_input`, which folds constant subgraphs on demand and
+may specialize on known graph-input values (`input_values`).
+"""
+
+from __future__ import annotations
+
+import collections
+import importlib
+import os
+import pkgutil
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import google.protobuf.message
+import networkx as nx
+import numpy as np
+import onnx
+import onnx.helper
+import onnx.numpy_helper
+
+from tensorir.errors import ModelError, ShapeError, TirError, UnsupportedOpError
+from tensorir.graph.graph import Graph, Value
+from tensorir.graph.types import Node, TensorType
+from tensorir.ops.registry import get_op
+
+Converter = Callable[["ImportContext", onnx.NodeProto], Sequence[Value]]
+CONVERTERS: dict[str, Converter] = {}
+_ONNX_DOMAINS = ("", "ai.onnx")
+
+
+def converter(*op_types: str) -> Callable[[Converter], Converter]:
+    def deco(fn: Converter) -> Converter:
+        for t in op_types:
+            if t in CONVERTERS:
+                raise RuntimeError(f"ONNX op {t} has two converters")
+            CONVERTERS[t] = fn
+        return fn
+
+    return deco
+
+
+def supported_op_types() -> set[str]:
+    _load_converters()
+    return set(CONVERTERS)
+
+
+_loaded = False
+
+
+def _load_converters() -> None:
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    import tensorir.frontend as pkg
+
+    for mod in pkgutil.iter_modules(pkg.__path__):
+        if mod.name.startswith("onnx_"):
+            importlib.import_module(f"tensorir.frontend.{mod.name}")
+
+
+def node_label(node: onnx.NodeProto) -> str:
+    return f"node '{node.name or node.output[0]}' ({node.op_type})"
+
+
+class ImportContext:
+    """State of one import: the graph being built and the ONNX-name -> Value map."""
+
+    def __init__(self, graph: Graph, opset: int, input_values: Mapping[str, np.ndarray]) -> None:
+        self.graph = graph
+        self.opset = opset
+        self.values: dict[str, Value] = {}
+        self.input_values = dict(input_values)
+        self._folded: dict[Value, np.ndarray] = {}
+
+    # ---- reading a node ---------------------------------------------------
+    def attrs(self, node: onnx.NodeProto) -> dict[str, Any]:
+        out = {}
+        for a in node.attribute:
+            v = onnx.helper.get_attribute_value(a)
+            if isinstance(v, bytes):
+                v = v.decode()
+            elif isinstance(v, onnx.TensorProto):
+                v = onnx.numpy_helper.to_array(v)
+            elif isinstance(v, list) and v and isinstance(v[0], bytes):
+                v = [x.decode() for x in v]
+            out[a.name] = v
+        return out
+
+    def has_input(self, node: onnx.NodeProto, i: int) -> bool:
+        return i < len(node.input) and node.input[i] != ""
+
+    def input(self, node: onnx.NodeProto, i: int) -> Value:
+        if not self.has_input(node, i):
+            raise ModelError(f"{node_label(node)}: required input {i} is missing")
+        return self.values[node.input[i]]
+
+    def inputs(self, node: onnx.NodeProto) -> list[Value]:
+        return [self.values[n] for n in node.input if n]
+
+    def type_of(self, v: Value) -> TensorType:
+        return self.graph.type_of(v)
+
+    def const_input(self, node: onnx.NodeProto, i: int, what: str = "") -> np.ndarray | None:
+        """Value of input i, which must be known at compile time; None if absent."""
+        if not self.has_input(node, i):
+            return None
+        value = self.const_value(self.input(node, i))
+        if value is None:
+            name = what or f"input {i}"
+            raise ModelError(
+                f"{node_label(node)}: {name} ('{node.input[i]}') must be a constant: "
+                "tensorir compiles static shapes"
+            )
+        return value
+
+    def const_value(self, v: Value) -> np.ndarray | None:
+        """Fold the subgraph producing v if it depends only on constants."""
+        if v in self._folded:
+            return self._folded[v]
+        node = self.graph.node(v.node)
+        if node.op == "constant":
+            return node.value
+        if node.op == "input":
+            if node.name not in self.input_values:
+                return None
+            arr = np.asarray(self.input_values[node.name])
+            arr.flags.writeable = False
+            const = Node("constant", outputs=(TensorType.of(arr),), name=node.name, value=arr)
+            self.graph.replace_node(v.node, const)
+            return arr
+        args = [self.const_value(u) for u in self.graph.inputs_of(v.node)]
+        if any(a is None for a in args):
+            return None
+        outs = get_op(node.op).run_reference(args, node.attr)
+        for i, o in enumerate(outs):
+            self._folded[Value(v.node, i)] = o
+        return self._folded[v]
+
+    # ---- building ----------------------------------------------------------
+    def const(self, array: np.ndarray | float | int, dtype: Any = None, name: str = "") -> Value:
+        return self.graph.add_const(np.asarray(array, dtype=dtype), name)
+
+    def add(
+        self,
+        op: str,
+        inputs: Sequence[Value],
+        attrs: dict[str, Any] | None = None,
+        node: onnx.NodeProto | None = None,
+    ) -> list[Value]:
+        name = (node.name or node.output[0]) if node is not None else ""
+        try:
+            return self.graph.add_node(op, inputs, attrs, name=name)
+        except ShapeError as e:
+            label = node_label(node) if node is not None else op
+            raise ShapeError(f"{label}: {str(e).split(': ', 1)[-1]}") from None
+
+
+# ---- loading ----------------------------------------------------------------
+def load_model(path: str | os.PathLike) -> onnx.ModelProto:
+    """Read an ONNX file (with external data); one clear error for bad files."""
+    p = Path(path)
+    if not p.exists():
+        raise ModelError(f"{p}: no such file")
+    if p.is_dir():
+        raise ModelError(f"{p}: is a directory, expected an .onnx file")
+    try:
+        model = onnx.load(str(p), load_external_data=False)
+    except (google.protobuf.message.DecodeError, RuntimeWarning, ValueError) as e:
+        raise ModelError(f"{p}: not a valid ONNX model (truncated or not ONNX): {e}") from None
+    if not model.graph.node and not model.graph.output:
+        raise ModelError(f"{p}: not a valid ONNX model (no graph found)")
+    try:
+        onnx.external_data_helper.load_external_data_for_model(model, str(p.parent))
+    except (OSError, ValueError) as e:
+        raise ModelError(f"{p}: cannot load external weights: {e}") from None
+    return model
+
+
+def _opset(model: onnx.ModelProto) -> int:
+    for o in model.opset_import:
+        if o.domain in _ONNX_DOMAINS:
+            return o.version
+    return 1
+
+
+def check_supported(model: onnx.ModelProto) -> None:
+    """One error listing every unsupported op type, a node name and how many."""
+    _load_converters()
+    missing: dict[str, list[str]] = collections.defaultdict(list)
+    for n in model.graph.node:
+        key = n.op_type if n.domain in _ONNX_DOMAINS else f"{n.domain}.{n.op_type}"
+        if n.domain not in _ONNX_DOMAINS or n.op_type not in CONVERTERS:
+            missing[key].append(n.name or (n.output[0] if n.output else "?"))
+    if missing:
+        parts = [f"{t} x{len(ns)} (e.g. node '{ns[0]}')" for t, ns in sorted(missing.items())]
+        raise UnsupportedOpError(f"unsupported ONNX ops: {', '.join(parts)}")
+
+
+def _sorted_nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
+    """Nodes in dependency order; clear errors for cycles and undefined tensors."""
+    g = model.graph
+    known = {i.name for i in g.initializer} | {i.name for i in g.input} | {""}
+    producer = {o: k for k, n in enumerate(g.node) for o in n.output if o}
+    dag = nx.DiGraph()
+    dag.add_nodes_from(range(len(g.node)))
+    for k, n in enumerate(g.node):
+        for name in n.input:
+            if name in producer:
+                dag.add_edge(producer[name], k)
+            elif name not in known:
+                raise ModelError(
+                    f"{node_label(n)} reads tensor '{name}', which no initializer, graph input "
+                    "or node defines (missing initializer?)"
+                )
+    try:
+        order = list(nx.lexicographical_topological_sort(dag))
+    except nx.NetworkXUnfeasible:
+        cycle = [node_label(g.node[u]) for u, _ in nx.find_cycle(dag)]
+        raise ModelError("graph has a cycle: " + " -> ".join(cycle)) from None
+    return [g.node[k] for k in order]
+
+
+def _input_type(vi: onnx.ValueInfoProto, input_shapes: Mapping[str, Sequence[int]]) -> TensorType:
+    tt = vi.type.tensor_type
+    dtype = onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type).name
+    if vi.name in input_shapes:
+        return TensorType(tuple(input_shapes[vi.name]), dtype)
+    if not tt.HasField("shape"):
+        raise ModelError(f"input '{vi.name}' has no shape; give it with --input-shape {vi.name}=...")
+    dims = []
+    for d in tt.shape.dim:
+        if not d.HasField("dim_value") or d.dim_value <= 0 and d.dim_param:
+            sym = d.dim_param or "?"
+            raise ModelError(
+                f"input '{vi.name}' has a symbolic dimension '{sym}'; give its shape with "
+                f"--input-shape {vi.name}=1,... (API: input_shapes={{'{vi.name}': [...]}})"
+            )
+        dims.append(d.dim_value)
+    return TensorType(tuple(dims), dtype)
+
+
+def from_onnx(
+    model: onnx.ModelProto | str | os.PathLike,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    input_values: Mapping[str, np.ndarray] | None = None,
+) -> Graph:
+    """Convert an ONNX model to a Graph.
+
+    input_shapes: static shapes for inputs with symbolic dims.
+    input_values: known values of graph inputs; an input whose value fixes a
+        static shape (e.g. a Reshape target) becomes a constant. Others stay inputs.
+    """
+    if not isinstance(model, onnx.ModelProto):
+        model = load_model(model)
+    _load_converters()
+    check_supported(model)
+    nodes = _sorted_nodes(model)
+    input_shapes = dict(input_shapes or {})
+    og = model.graph
+    graph = Graph(og.name or "main")
+    ctx = ImportContext(graph, _opset(model), input_values or {})
+    inits = {t.name: t for t in og.initializer}
+    unknown = sorted(set(input_shapes) - {i.name for i in og.input})
+    if unknown:
+        raise ModelError(f"--input-shape names '{unknown[0]}', which is not a model input")
+    for t in og.initializer:
+        try:
+            ctx.values[t.name] = graph.add_const(onnx.numpy_helper.to_array(t), t.name)
+        except (OSError, ValueError) as e:
+            raise ModelError(f"initializer '{t.name}': cannot read its data: {e}") from None
+    for vi in og.input:
+        if vi.name not in inits:
+            ctx.values[vi.name] = graph.add_input(vi.name, _input_type(vi, input_shapes))
+    for n in nodes:
+        try:
+            outs = CONVERTERS[n.op_type](ctx, n)
+        except TirError:
+            raise
+        except Exception as e:  # a converter bug or a malformed node: name the node
+            raise ModelError(f"{node_label(n)}: cannot convert: {type(e).__name__}: {e}") from e
+        for name, v in zip(n.output, outs, strict=False):
+            if name:
+                ctx.values[name] = v
+    graph.set_outputs((o.name, ctx.values[o.name]) for o in og.output)
+    prune_unused(graph)
+    return graph
+
+
+def prune_unused(graph: Graph) -> None:
+    """Drop nodes no output depends on (shape computations folded at import)."""
+    live: set[int] = set()
+    for _, v in graph.outputs:
+        live.add(v.node)
+        live |= nx.ancestors(graph.nx, v.node)
+    for nid in list(graph.nx.nodes):
+        if nid not in live and graph.node(nid).op != "input":
+            graph.remove_node(nid)

@@ -1,0 +1,37 @@
+"""Which of ONNX's node tests cover the op types tensorir supports, and which are excluded."""
+
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+
+import onnx
+
+from tensorir.frontend.onnx import supported_op_types
+
+NODE_DATA = Path(os.path.dirname(onnx.__file__)) / "backend" / "test" / "data" / "node"
+EXCLUSIONS = Path(__file__).with_name("node_test_exclusions.txt")
+
+
+@functools.cache
+def supported_node_tests() -> list[str]:
+    """Node tests whose model uses only op types in the converter table."""
+    ops = supported_op_types()
+    names = []
+    for d in sorted(NODE_DATA.iterdir()):
+        model = onnx.load(str(d / "model.onnx"), load_external_data=False)
+        if all(n.op_type in ops and n.domain in ("", "ai.onnx") for n in model.graph.node):
+            names.append(d.name)
+    return names
+
+
+def excluded_tests() -> dict[str, str]:
+    """test name -> reason, from node_test_exclusions.txt (`name  # reason`)."""
+    out = {}
+    for line in EXCLUSIONS.read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            name, _, reason = line.partition("#")
+            out[name.strip()] = reason.strip()
+    return out
