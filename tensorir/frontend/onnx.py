@@ -242,7 +242,7 @@ def _input_type(vi: onnx.ValueInfoProto, input_shapes: Mapping[str, Sequence[int
         raise ModelError(f"input '{vi.name}' has no shape; give it with --input-shape {vi.name}=...")
     dims = []
     for d in tt.shape.dim:
-        if not d.HasField("dim_value") or d.dim_value <= 0 and d.dim_param:
+        if not d.HasField("dim_value") or (d.dim_value <= 0 and d.dim_param):
             sym = d.dim_param or "?"
             raise ModelError(
                 f"input '{vi.name}' has a symbolic dimension '{sym}'; give its shape with "

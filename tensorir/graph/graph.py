@@ -87,9 +87,7 @@ class Graph:
 
     def consumers(self, v: Value) -> list[tuple[int, int]]:
         """(node id, input slot) of every use of `v`."""
-        return [
-            (dst, d["dst"]) for _, dst, d in self.nx.out_edges(v.node, data=True) if d["src"] == v.index
-        ]
+        return [(dst, d["dst"]) for _, dst, d in self.nx.out_edges(v.node, data=True) if d["src"] == v.index]
 
     def graph_inputs(self) -> list[int]:
         return [n for n in self.topo_order() if self.node(n).op == "input"]

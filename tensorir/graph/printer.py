@@ -1,10 +1,10 @@
 """Readable text form of a graph.
 
-    graph mnist(%x: f32[1,1,28,28]) {
-      %w1 = constant f32[8,1,5,5]
-      %2 = conv(%x, %w1) group=1 pads=(2,2,2,2) strides=(1,1) : f32[1,8,28,28]
-      return %2
-    }
+graph mnist(%x: f32[1,1,28,28]) {
+  %w1 = constant f32[8,1,5,5]
+  %2 = conv(%x, %w1) group=1 pads=(2,2,2,2) strides=(1,1) : f32[1,8,28,28]
+  return %2
+}
 """
 
 from __future__ import annotations
