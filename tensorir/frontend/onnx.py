@@ -27,6 +27,8 @@ import google.protobuf.message
 import networkx as nx
 import numpy as np
 import onnx
+import onnx.checker
+import onnx.external_data_helper
 import onnx.helper
 import onnx.numpy_helper
 
@@ -184,7 +186,7 @@ def load_model(path: str | os.PathLike) -> onnx.ModelProto:
         raise ModelError(f"{p}: not a valid ONNX model (no graph found)")
     try:
         onnx.external_data_helper.load_external_data_for_model(model, str(p.parent))
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, onnx.checker.ValidationError) as e:
         raise ModelError(f"{p}: cannot load external weights: {e}") from None
     return model
 

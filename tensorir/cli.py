@@ -1,0 +1,97 @@
+"""The `tir` command line.
+
+Bad input (a broken file, an unsupported op, a wrong --input) is one line on stderr and
+exit status 2; `TIR_DEBUG=1` adds the traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+from collections.abc import Sequence
+
+from tensorir import config
+from tensorir.errors import TirError
+
+
+def parse_shape_arg(text: str) -> tuple[str, list[int]]:
+    """`name=1,3,224,224` -> ("name", [1, 3, 224, 224])."""
+    name, sep, dims = text.partition("=")
+    try:
+        if not sep or not name:
+            raise ValueError
+        return name, [int(d) for d in dims.replace("x", ",").split(",") if d]
+    except ValueError:
+        raise TirError(f"--input-shape {text!r}: expected NAME=D1,D2,... with integer dims") from None
+
+
+def _add_model_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help="ONNX model file")
+    p.add_argument(
+        "--input-shape",
+        action="append",
+        default=[],
+        metavar="NAME=DIMS",
+        help="static shape for an input with symbolic dims, e.g. input=1,3,224,224",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from tensorir import __version__
+
+    parser = argparse.ArgumentParser(prog="tir", description="tensorir: compile tensor models to native code")
+    parser.add_argument("--version", action="version", version=f"tensorir {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("inspect", help="inputs, outputs, op histogram, parameters and FLOPs of a model")
+    _add_model_args(p)
+    p.set_defaults(func=_cmd_inspect)
+
+    p = sub.add_parser("run", help="run a model on given or random inputs")
+    _add_model_args(p)
+    p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy", help="input array")
+    p.add_argument("--backend", default="ref", choices=["ref"], help="executor (ref: numpy references)")
+    p.add_argument("--compare-ort", action="store_true", help="compare every output with onnxruntime")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    p.add_argument("--save", metavar="DIR", help="write each output to DIR/<name>.npy")
+    p.set_defaults(func=_cmd_run)
+    return parser
+
+
+def _cmd_inspect(args: argparse.Namespace) -> int:
+    from tensorir.tools.inspect import inspect_model
+
+    print(inspect_model(args.model, dict(parse_shape_arg(s) for s in args.input_shape)))
+    return 0
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from tensorir.tools.run import run_model_cli
+
+    return run_model_cli(
+        args.model,
+        inputs=args.input,
+        input_shapes=dict(parse_shape_arg(s) for s in args.input_shape),
+        compare_ort=args.compare_ort,
+        seed=args.seed,
+        save_dir=args.save,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except TirError as e:
+        if config.debug_level() >= 1:
+            traceback.print_exc()
+        print(f"tir {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("tir: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,63 @@
+"""`tir inspect`: a summary of an ONNX model before compiling it."""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import onnx
+import onnx.helper
+
+from tensorir.errors import TirError
+from tensorir.frontend.onnx import check_supported, from_onnx, load_model
+from tensorir.graph.flops import graph_flops
+
+
+def _dims(vi: onnx.ValueInfoProto) -> str:
+    tt = vi.type.tensor_type
+    dims = [str(d.dim_value) if d.HasField("dim_value") else (d.dim_param or "?") for d in tt.shape.dim]
+    dtype = onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type).name if tt.elem_type else "?"
+    return f"{dtype}[{','.join(dims)}]"
+
+
+def _human(n: float, unit: str = "") -> str:
+    for suffix in ("", "K", "M", "G", "T"):
+        if abs(n) < 1000 or suffix == "T":
+            return f"{n:.3g}{suffix}{unit}" if suffix else f"{n:g}{unit}"
+        n /= 1000
+    return f"{n}{unit}"
+
+
+def inspect_model(path: str, input_shapes: Mapping[str, Sequence[int]] | None = None) -> str:
+    model = load_model(path)
+    g = model.graph
+    inits = {t.name for t in g.initializer}
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), "?")
+    lines = [f"model: {path}  (ir_version {model.ir_version}, opset {opset}, {len(g.node)} nodes)"]
+    lines.append("inputs:")
+    lines += [f"  {vi.name}: {_dims(vi)}" for vi in g.input if vi.name not in inits]
+    lines.append("outputs:")
+    lines += [f"  {vi.name}: {_dims(vi)}" for vi in g.output]
+    sizes = [int(np.prod(t.dims, dtype=np.int64)) for t in g.initializer]
+    nbytes = sum(
+        s * onnx.helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
+        for s, t in zip(sizes, g.initializer, strict=True)
+    )
+    lines.append(f"parameters: {sum(sizes):,} ({_human(nbytes, 'B')}) in {len(sizes)} initializers")
+    hist = collections.Counter(n.op_type for n in g.node)
+    lines.append("ops:")
+    lines += [f"  {op:<24} {count}" for op, count in sorted(hist.items(), key=lambda kv: (-kv[1], kv[0]))]
+    try:
+        check_supported(model)
+    except TirError as e:
+        lines.append(f"unsupported: {str(e).split(': ', 1)[1]}")
+        lines.append("FLOPs: n/a (unsupported ops)")
+        return "\n".join(lines)
+    lines.append("unsupported: none")
+    try:
+        flops = graph_flops(from_onnx(model, input_shapes=input_shapes))
+        lines.append(f"FLOPs: {_human(flops)} ({flops:,})")
+    except TirError as e:
+        lines.append(f"FLOPs: n/a ({e})")
+    return "\n".join(lines)

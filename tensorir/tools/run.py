@@ -1,0 +1,115 @@
+"""`tir run`: execute a model on given or seeded random inputs, optionally against onnxruntime."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from tensorir.errors import InputError, TirError
+from tensorir.frontend.onnx import from_onnx, load_model
+from tensorir.graph.graph import Graph
+from tensorir.graph.types import np_dtype
+from tensorir.runtime.reference import run_reference
+
+
+def read_input_args(specs: Sequence[str], model: onnx.ModelProto) -> dict[str, np.ndarray]:
+    """Parse `name=file.npy` arguments; every name must be a model input."""
+    inits = {t.name for t in model.graph.initializer}
+    names = [i.name for i in model.graph.input if i.name not in inits]
+    feeds = {}
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        if not sep:
+            raise InputError(f"--input {spec!r}: expected NAME=FILE.npy")
+        if name not in names:
+            raise InputError(f"--input {name!r}: the model has no such input; its inputs are {names}")
+        try:
+            feeds[name] = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as e:
+            raise InputError(f"--input {name}={path}: cannot read a .npy array: {e}") from None
+    return feeds
+
+
+def _symbolic_inputs(model: onnx.ModelProto) -> set[str]:
+    return {
+        vi.name
+        for vi in model.graph.input
+        if any(not d.HasField("dim_value") for d in vi.type.tensor_type.shape.dim)
+    }
+
+
+def random_inputs(g: Graph, given: Mapping[str, np.ndarray], seed: int = 0) -> dict[str, np.ndarray]:
+    """Seeded random arrays for every graph input not in `given`."""
+    rng = np.random.default_rng(seed)
+    feeds = dict(given)
+    for nid in g.graph_inputs():
+        node = g.node(nid)
+        if node.name in feeds:
+            continue
+        t = node.outputs[0]
+        dt = np_dtype(t.dtype)
+        if dt.kind == "f":
+            feeds[node.name] = rng.standard_normal(t.shape).astype(dt)
+        elif dt.kind == "b":
+            feeds[node.name] = rng.random(t.shape) < 0.5
+        else:
+            feeds[node.name] = rng.integers(0, 10, t.shape).astype(dt)
+    return feeds
+
+
+def run_onnxruntime(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        raise TirError("--compare-ort needs onnxruntime (pip install onnxruntime)") from None
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    names = {i.name for i in sess.get_inputs()}
+    return sess.run(None, {k: v for k, v in feeds.items() if k in names})
+
+
+def compare(ours: np.ndarray, theirs: np.ndarray) -> tuple[float, float]:
+    """Max absolute error and max relative error (relative to max |theirs|, floored at 1e-12)."""
+    a, b = ours.astype(np.float64), np.asarray(theirs).astype(np.float64)
+    if a.shape != b.shape:
+        return float("inf"), float("inf")
+    if a.size == 0:
+        return 0.0, 0.0
+    err = float(np.max(np.abs(a - b)))
+    return err, err / max(float(np.max(np.abs(b))), 1e-12)
+
+
+def run_model_cli(
+    path: str,
+    inputs: Sequence[str] = (),
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    compare_ort: bool = False,
+    seed: int = 0,
+    save_dir: str | None = None,
+) -> int:
+    model = load_model(path)
+    given = read_input_args(inputs, model)
+    # a given array fixes the shape of an input whose declared shape is symbolic
+    shapes = {k: v.shape for k, v in given.items() if k in _symbolic_inputs(model)}
+    shapes |= dict(input_shapes or {})
+    g = from_onnx(model, input_shapes=shapes)
+    feeds = random_inputs(g, given, seed)
+    outs = run_reference(g, feeds)
+    ort_outs = run_onnxruntime(model, feeds) if compare_ort else None
+    for i, ((name, _), out) in enumerate(zip(g.outputs, outs, strict=True)):
+        line = f"{name}: {out.dtype}{list(out.shape)}"
+        if out.size and out.dtype.kind in "fiu":
+            f = out.astype(np.float64)
+            line += f" mean={f.mean():.6g} std={f.std():.6g} min={f.min():.6g} max={f.max():.6g}"
+        if ort_outs is not None:
+            abs_err, rel_err = compare(out, ort_outs[i])
+            line += f"  vs onnxruntime: max_abs_err={abs_err:.3g} max_rel_err={rel_err:.3g}"
+        print(line)
+        if save_dir:
+            Path(save_dir).mkdir(parents=True, exist_ok=True)
+            np.save(Path(save_dir) / f"{name.replace('/', '_')}.npy", out)
+    return 0
