@@ -12,9 +12,9 @@ from tensorir.frontend.onnx import from_onnx, supported_op_types
 from tensorir.graph.printer import print_graph
 from tensorir.runtime.reference import run_reference
 
-ISSUE_OPS = """Conv ConvTranspose Gemm MatMul Add Sub Mul Div Pow Sqrt Exp Log Abs Neg Reciprocal Floor Ceil Erf Relu
-LeakyRelu PRelu Elu Selu Sigmoid HardSigmoid HardSwish Tanh Softplus Softsign Gelu Mish Clip Min Max Sum
-Mean Where Equal Less Greater Not And Or Cast Softmax LogSoftmax BatchNormalization InstanceNormalization
+ISSUE_OPS = """Conv ConvTranspose Gemm MatMul Add Sub Mul Div Pow Sqrt Exp Log Abs Neg Reciprocal Floor Ceil
+Erf Relu LeakyRelu PRelu Elu Selu Sigmoid HardSigmoid HardSwish Tanh Softplus Softsign Gelu Mish Clip Min Max
+Sum Mean Where Equal Less Greater Not And Or Cast Softmax LogSoftmax BatchNormalization InstanceNormalization
 LayerNormalization MaxPool AveragePool GlobalAveragePool GlobalMaxPool ReduceMean ReduceSum ReduceMax
 ReduceMin ReduceProd ReduceL2 ArgMax ArgMin Reshape Flatten Transpose Squeeze Unsqueeze Concat Split
 Slice Gather GatherElements Expand Tile Pad Resize Upsample DepthToSpace SpaceToDepth Shape Size
