@@ -1,0 +1,1 @@
+"""Loop IR: expressions and statements of one kernel, printer, verifier, simplifier."""

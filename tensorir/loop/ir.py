@@ -1,0 +1,358 @@
+"""Loop IR: frozen dataclasses for expressions and statements of one kernel.
+
+Expressions carry their dtype; vector expressions have `lanes > 1`. Buffers are flat
+(row-major over `shape`); loads and stores take a flat element index, which lowering
+builds from the multi-dimensional access. A kernel is a `LoopFunc` whose parameters
+are buffers (and scalar vars).
+
+    for i in parallel(0, 64):
+      for j in vectorized(0, 16):
+        C[i*16 + j] = A[i*16 + j] + B[j]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+class ForKind(Enum):
+    SERIAL = "serial"
+    PARALLEL = "parallel"
+    VECTORIZED = "vectorized"
+    UNROLLED = "unrolled"
+    GPU_BLOCK = "gpu_block"
+    GPU_THREAD = "gpu_thread"
+
+
+# ---- expressions ------------------------------------------------------------------
+@dataclass(frozen=True)
+class Expr:
+    @property
+    def dtype(self) -> str:  # element type: "float32", "int64", "bool", ...
+        raise NotImplementedError
+
+    @property
+    def lanes(self) -> int:
+        return 1
+
+    # Operator sugar so computes and tests read like math.
+    def __add__(self, o: ExprLike) -> Expr:
+        return BinOp("+", self, as_expr(o, self.dtype))
+
+    def __radd__(self, o: ExprLike) -> Expr:
+        return BinOp("+", as_expr(o, self.dtype), self)
+
+    def __sub__(self, o: ExprLike) -> Expr:
+        return BinOp("-", self, as_expr(o, self.dtype))
+
+    def __rsub__(self, o: ExprLike) -> Expr:
+        return BinOp("-", as_expr(o, self.dtype), self)
+
+    def __mul__(self, o: ExprLike) -> Expr:
+        return BinOp("*", self, as_expr(o, self.dtype))
+
+    def __rmul__(self, o: ExprLike) -> Expr:
+        return BinOp("*", as_expr(o, self.dtype), self)
+
+    def __truediv__(self, o: ExprLike) -> Expr:
+        return BinOp("/", self, as_expr(o, self.dtype))
+
+    def __floordiv__(self, o: ExprLike) -> Expr:
+        return BinOp("//", self, as_expr(o, self.dtype))
+
+    def __mod__(self, o: ExprLike) -> Expr:
+        return BinOp("%", self, as_expr(o, self.dtype))
+
+    def __neg__(self) -> Expr:
+        return BinOp("-", Const(0, self.dtype), self)
+
+    def __lt__(self, o: ExprLike) -> Expr:
+        return Cmp("<", self, as_expr(o, self.dtype))
+
+    def __le__(self, o: ExprLike) -> Expr:
+        return Cmp("<=", self, as_expr(o, self.dtype))
+
+    def __gt__(self, o: ExprLike) -> Expr:
+        return Cmp(">", self, as_expr(o, self.dtype))
+
+    def __ge__(self, o: ExprLike) -> Expr:
+        return Cmp(">=", self, as_expr(o, self.dtype))
+
+    def eq(self, o: ExprLike) -> Expr:  # __eq__ stays structural equality
+        return Cmp("==", self, as_expr(o, self.dtype))
+
+    def ne(self, o: ExprLike) -> Expr:
+        return Cmp("!=", self, as_expr(o, self.dtype))
+
+
+ExprLike = Expr | int | float | bool
+
+
+def as_expr(v: ExprLike, dtype: str = "int64") -> Expr:
+    if isinstance(v, Expr):
+        return v
+    if isinstance(v, bool):
+        return Const(v, "bool")
+    if isinstance(v, float) and not dtype.startswith("float"):
+        return Const(v, "float32")
+    return Const(v, dtype)
+
+
+@dataclass(frozen=True)
+class Var(Expr):
+    name: str
+    type_: str = "int64"
+
+    @property
+    def dtype(self) -> str:
+        return self.type_
+
+
+@dataclass(frozen=True)
+class Const(Expr):
+    value: int | float | bool
+    type_: str = "int64"
+
+    @property
+    def dtype(self) -> str:
+        return self.type_
+
+
+# "+", "-", "*", "/" (true division for floats, truncating for ints), "//" (floor div),
+# "%" (floor mod), "min", "max", "and", "or", "xor" (bitwise / logical on bool)
+BINARY_OPS = ("+", "-", "*", "/", "//", "%", "min", "max", "and", "or", "xor")
+COMPARE_OPS = ("<", "<=", ">", ">=", "==", "!=")
+
+
+@dataclass(frozen=True)
+class BinOp(Expr):
+    op: str
+    a: Expr
+    b: Expr
+
+    @property
+    def dtype(self) -> str:
+        return self.a.dtype
+
+    @property
+    def lanes(self) -> int:
+        return max(self.a.lanes, self.b.lanes)
+
+
+@dataclass(frozen=True)
+class Cmp(Expr):
+    op: str
+    a: Expr
+    b: Expr
+
+    @property
+    def dtype(self) -> str:
+        return "bool"
+
+    @property
+    def lanes(self) -> int:
+        return max(self.a.lanes, self.b.lanes)
+
+
+@dataclass(frozen=True)
+class Not(Expr):
+    a: Expr
+
+    @property
+    def dtype(self) -> str:
+        return "bool"
+
+    @property
+    def lanes(self) -> int:
+        return self.a.lanes
+
+
+@dataclass(frozen=True)
+class Select(Expr):
+    cond: Expr
+    a: Expr
+    b: Expr
+
+    @property
+    def dtype(self) -> str:
+        return self.a.dtype
+
+    @property
+    def lanes(self) -> int:
+        return max(self.cond.lanes, self.a.lanes, self.b.lanes)
+
+
+@dataclass(frozen=True)
+class Cast(Expr):
+    type_: str
+    value: Expr
+
+    @property
+    def dtype(self) -> str:
+        return self.type_
+
+    @property
+    def lanes(self) -> int:
+        return self.value.lanes
+
+
+# Math intrinsics the code generators implement (vectorized, without libm):
+# exp, log, sqrt, rsqrt, tanh, erf, sigmoid, abs, floor, ceil, round, fma(a, b, c), pow(a, b)
+INTRINSICS = (
+    "exp",
+    "log",
+    "sqrt",
+    "rsqrt",
+    "tanh",
+    "erf",
+    "sigmoid",
+    "abs",
+    "floor",
+    "ceil",
+    "round",
+    "fma",
+    "pow",
+    "sin",
+    "cos",
+)
+
+
+@dataclass(frozen=True)
+class Call(Expr):
+    name: str
+    args: tuple[Expr, ...]
+    type_: str = "float32"
+
+    @property
+    def dtype(self) -> str:
+        return self.type_
+
+    @property
+    def lanes(self) -> int:
+        return max((a.lanes for a in self.args), default=1)
+
+
+@dataclass(frozen=True)
+class Ramp(Expr):
+    """The vector (base, base + stride, ..., base + (lanes-1)*stride)."""
+
+    base: Expr
+    stride: Expr
+    count: int
+
+    @property
+    def dtype(self) -> str:
+        return self.base.dtype
+
+    @property
+    def lanes(self) -> int:
+        return self.count
+
+
+@dataclass(frozen=True)
+class Broadcast(Expr):
+    value: Expr
+    count: int
+
+    @property
+    def dtype(self) -> str:
+        return self.value.dtype
+
+    @property
+    def lanes(self) -> int:
+        return self.count
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """A flat array in memory. scope: "global" (a kernel parameter) or "local"."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str = "float32"
+    scope: str = "global"
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+
+@dataclass(frozen=True)
+class Load(Expr):
+    """buffer[index]; a vector index (Ramp) loads `lanes` elements."""
+
+    buffer: Buffer
+    index: Expr
+
+    @property
+    def dtype(self) -> str:
+        return self.buffer.dtype
+
+    @property
+    def lanes(self) -> int:
+        return self.index.lanes
+
+
+# ---- statements -------------------------------------------------------------------
+@dataclass(frozen=True)
+class Stmt:
+    pass
+
+
+@dataclass(frozen=True)
+class Store(Stmt):
+    buffer: Buffer
+    index: Expr
+    value: Expr
+
+
+@dataclass(frozen=True)
+class For(Stmt):
+    var: Var
+    start: Expr
+    extent: Expr
+    kind: ForKind
+    body: Stmt
+
+
+@dataclass(frozen=True)
+class Allocate(Stmt):
+    """A local buffer live for the duration of `body` (registers / stack)."""
+
+    buffer: Buffer
+    body: Stmt
+
+
+@dataclass(frozen=True)
+class Seq(Stmt):
+    stmts: tuple[Stmt, ...]
+
+
+@dataclass(frozen=True)
+class If(Stmt):
+    cond: Expr
+    then: Stmt
+    orelse: Stmt | None = None
+
+
+@dataclass(frozen=True)
+class LetStmt(Stmt):
+    """Bind `var` to `value` inside `body` (computed once)."""
+
+    var: Var
+    value: Expr
+    body: Stmt
+
+
+@dataclass(frozen=True)
+class LoopFunc:
+    """A kernel: `params` are buffers it reads/writes, in call order."""
+
+    name: str
+    params: tuple[Buffer, ...]
+    body: Stmt
+    attrs: dict = field(default_factory=dict, compare=False, hash=False)
