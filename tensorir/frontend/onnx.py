@@ -236,6 +236,9 @@ def _sorted_nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
 
 
 def _input_type(vi: onnx.ValueInfoProto, input_shapes: Mapping[str, Sequence[int]]) -> TensorType:
+    if vi.type.WhichOneof("value") != "tensor_type":
+        kind = vi.type.WhichOneof("value") or "untyped"
+        raise ModelError(f"input '{vi.name}' is a {kind}; tensorir supports tensor inputs only")
     tt = vi.type.tensor_type
     dtype = onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type).name
     if vi.name in input_shapes:

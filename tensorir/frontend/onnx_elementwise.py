@@ -134,11 +134,17 @@ def where(ctx: ImportContext, node: onnx.NodeProto) -> list[Value]:
 def cast(ctx: ImportContext, node: onnx.NodeProto) -> list[Value]:
     attrs = ctx.attrs(node)
     to = onnx.helper.tensor_dtype_to_np_dtype(attrs["to"]).name
-    return ctx.add("cast", [ctx.input(node, 0)], {"to": to, "saturate": attrs.get("saturate", 1)}, node=node)
+    return ctx.add("cast", [ctx.input(node, 0)], _cast_attrs(to, attrs), node=node)
 
 
 @converter("CastLike")
 def cast_like(ctx: ImportContext, node: onnx.NodeProto) -> list[Value]:
     to = ctx.type_of(ctx.input(node, 1)).dtype
-    attrs = ctx.attrs(node)
-    return ctx.add("cast", [ctx.input(node, 0)], {"to": to, "saturate": attrs.get("saturate", 1)}, node=node)
+    return ctx.add("cast", [ctx.input(node, 0)], _cast_attrs(to, ctx.attrs(node)), node=node)
+
+
+def _cast_attrs(to: str, attrs: dict) -> dict:
+    out = {"to": to, "saturate": attrs.get("saturate", 1)}
+    if to == "float8_e8m0fnu":
+        out["round_mode"] = attrs.get("round_mode", "up")
+    return out

@@ -215,11 +215,13 @@ def _cast_infer(ins: Types, attrs: dict[str, Any]) -> Types:
 
 
 @register_op("cast", infer=_cast_infer)
-def cast(x, to, saturate=1):
+def cast(x, to, saturate=1, round_mode="up"):
     target = np_dtype(to)
     wide = x.astype(np.float32) if x.dtype.name in _ML_NAMES else x
     if target == np.bool_:
         return wide.astype(np.bool_)
+    if target.name == "float8_e8m0fnu":
+        return _cast_e8m0(wide.astype(np.float64), round_mode, saturate).astype(target)
     if saturate and target.name.startswith("float8"):
         # ONNX saturating cast: out-of-range values (and +-inf) clamp to +-max.
         top = float(ml_dtypes.finfo(target).max)
@@ -227,6 +229,19 @@ def cast(x, to, saturate=1):
             wide = np.where(np.abs(wide) > top, np.sign(wide) * top, wide)
     with np.errstate(all="ignore"):
         return np.asarray(wide).astype(target)
+
+
+def _cast_e8m0(x: np.ndarray, round_mode: str, saturate: int) -> np.ndarray:
+    """To a power of two (the only values E8M0 holds), rounding the exponent as asked."""
+    with np.errstate(all="ignore"):
+        f = np.floor(np.log2(np.abs(x)))
+        frac = np.abs(x) / np.exp2(f)  # in [1, 2)
+        step = {"up": frac > 1, "down": np.zeros_like(frac, bool), "nearest": frac >= 1.5}[round_mode]
+        e = f + step
+        if saturate:
+            e = np.clip(np.nan_to_num(e, neginf=-127, posinf=127), -127, 127)
+        out = np.exp2(e)
+    return np.where(np.isnan(x), np.nan, out)
 
 
 _ML_NAMES = {
