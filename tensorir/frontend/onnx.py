@@ -32,6 +32,7 @@ import onnx.external_data_helper
 import onnx.helper
 import onnx.numpy_helper
 
+from tensorir.debug import stage
 from tensorir.errors import ModelError, ShapeError, TirError, UnsupportedOpError
 from tensorir.graph.graph import Graph, Value
 from tensorir.graph.types import Node, TensorType
@@ -268,6 +269,16 @@ def from_onnx(
     input_values: known values of graph inputs; an input whose value fixes a
         static shape (e.g. a Reshape target) becomes a constant. Others stay inputs.
     """
+    with stage("import onnx") as st:
+        st.result = _import(model, input_shapes, input_values)
+    return st.result
+
+
+def _import(
+    model: onnx.ModelProto | str | os.PathLike,
+    input_shapes: Mapping[str, Sequence[int]] | None,
+    input_values: Mapping[str, np.ndarray] | None,
+) -> Graph:
     if not isinstance(model, onnx.ModelProto):
         model = load_model(model)
     _load_converters()

@@ -98,3 +98,16 @@ def test_reference_executor_checks_inputs():
         run_reference(g, {"x": np.zeros(3, np.float32)})
     with pytest.raises(InputError, match="unknown input 'q'"):
         run_reference(g, {"x": np.zeros((2, 3), np.float32), "q": np.zeros(1)})
+
+
+def test_debug_levels_print_and_dump(tmp_path, monkeypatch, capsys):
+    from tensorir.debug import stage
+
+    monkeypatch.setenv("TIR_DEBUG", "2")
+    monkeypatch.setenv("TIR_DUMP_DIR", str(tmp_path))
+    with stage("build small graph") as st:
+        st.result = _small_graph()
+    err = capsys.readouterr().err
+    assert "[tir] build small graph:" in err and "%3 = relu(%2)" in err
+    (dumped,) = tmp_path.glob("*_build_small_graph.txt")
+    assert "graph small(" in dumped.read_text()

@@ -1,0 +1,50 @@
+"""Stage logging shared by every part of the pipeline.
+
+    with stage("import onnx") as st:
+        g = ...
+        st.result = g          # printed at TIR_DEBUG=2, written to TIR_DUMP_DIR
+
+TIR_DEBUG=1 prints each stage's name and time to stderr; TIR_DEBUG=2 also prints the
+IR the stage produced; TIR_DUMP_DIR=dir writes it to dir/NN_<stage>.txt.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from tensorir import config
+
+_counter = itertools.count()
+
+
+class StageRecord:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.result: Any = None
+        self.seconds = 0.0
+
+
+@contextmanager
+def stage(name: str) -> Iterator[StageRecord]:
+    rec = StageRecord(name)
+    start = time.perf_counter()
+    yield rec
+    rec.seconds = time.perf_counter() - start
+    level = config.debug_level()
+    if level >= 1:
+        print(f"[tir] {name}: {rec.seconds * 1e3:.1f} ms", file=sys.stderr)
+    if rec.result is None:
+        return
+    if level >= 2:
+        print(str(rec.result), file=sys.stderr)
+    dump = config.dump_dir()
+    if dump is not None:
+        dump.mkdir(parents=True, exist_ok=True)
+        slug = re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
+        (dump / f"{next(_counter):02d}_{slug}.txt").write_text(str(rec.result) + "\n")
