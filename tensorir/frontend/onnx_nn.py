@@ -247,12 +247,11 @@ def log_softmax(ctx: ImportContext, node: onnx.NodeProto) -> list[Value]:
 def _dropout_mode(ctx: ImportContext, node: onnx.NodeProto) -> tuple[float, bool]:
     if ctx.opset < 12:
         return float(ctx.attrs(node).get("ratio", 0.5)), False
-    ratio = ctx.const_input(node, 1, "ratio")
     training = ctx.const_input(node, 2, "training_mode")
-    return (
-        0.5 if ratio is None else float(np.asarray(ratio).item()),
-        False if training is None else bool(np.asarray(training).item()),
-    )
+    if training is None or not bool(np.asarray(training).item()):
+        return 0.0, False  # inference: the ratio does not matter (and need not be constant)
+    ratio = ctx.const_input(node, 1, "ratio")
+    return 0.5 if ratio is None else float(np.asarray(ratio).item()), True
 
 
 @converter("Dropout")
@@ -263,7 +262,9 @@ def dropout(ctx: ImportContext, node: onnx.NodeProto) -> list[Value]:
         seed = int(ctx.attrs(node).get("seed", 0))
         return ctx.add("dropout", [x], {"ratio": ratio, "seed": seed}, node=node)
     outs = ctx.add("identity", [x], node=node)
-    if _n_outputs(node) > 1:  # inference mask: all kept (bool from opset 10, the input's type before)
+    if (
+        len(node.output) > 1 and node.output[1]
+    ):  # inference mask: all kept (bool from opset 10, the input's type before)
         t = ctx.type_of(x)
         outs.append(ctx.const(np.ones(t.shape, dtype="bool" if ctx.opset >= 10 else t.dtype)))
     return outs

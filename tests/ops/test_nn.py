@@ -333,3 +333,13 @@ def test_dropout_inference_and_seeded_training():
     keep = np.random.RandomState(3).uniform(0, 1, x.shape) >= 0.5
     np.testing.assert_array_equal(m, keep)
     np.testing.assert_allclose(y, np.where(keep, x * 2, 0), rtol=1e-6)
+
+
+def test_dropout_inference_ratio_need_not_be_constant():
+    node = helper.make_node("Dropout", ["x", "r"], ["y", "m"])
+    model = _model([node], [_vi("x", [2, 3]), _vi("r", [])], [_vi("y", None), _vi("m", None)], opset=13)
+    g = from_onnx(model)
+    x = rand(2, 3)
+    y, m = run_reference(g, {"x": x, "r": np.array(0.4, np.float32)})
+    np.testing.assert_array_equal(y, x)
+    assert m.dtype == np.bool_ and m.all()
