@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-APT_PACKAGES=()   # toolchain packages later stages need (cross linker, qemu, OpenCL) go here
+APT_PACKAGES=(qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross lld-14 llvm-14)   # ARM64 cross build + qemu runs
 VENV=.venv
 PY=${PYTHON:-python3}
 

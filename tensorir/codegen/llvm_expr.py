@@ -1,0 +1,305 @@
+"""Loop-IR expressions -> LLVM IR instructions (scalars and vectors).
+
+Float arithmetic carries `contract reassoc nsz`: a*b+c fuses into fma, reductions may
+be reordered and vectorized; NaN and infinity are kept (no `nnan`/`ninf`), and divisions
+stay exact (no `arcp`). Integer "/" truncates, "//" and "%" are floor division/modulo
+(Python semantics); unsigned types use unsigned operations. min/max on floats are
+`a < b ? a : b` (x86 minps/maxps semantics: a NaN in the second operand wins).
+"""
+
+from __future__ import annotations
+
+from tensorir.codegen import vmath
+from tensorir.codegen.llvm_builder import FuncBuilder, Val
+from tensorir.codegen.llvm_types import (
+    const,
+    dtype_bits,
+    elem_bytes,
+    is_bool,
+    is_float,
+    is_signed,
+    llvm_ty,
+    mem_ty,
+    vec,
+)
+from tensorir.errors import TirError
+from tensorir.loop import ir
+
+FMF = "contract reassoc nsz"
+_FLOAT_OPS = {"+": "fadd", "-": "fsub", "*": "fmul", "/": "fdiv"}
+_INT_OPS = {"+": "add", "-": "sub", "*": "mul", "and": "and", "or": "or", "xor": "xor"}
+_FCMP = {"<": "olt", "<=": "ole", ">": "ogt", ">=": "oge", "==": "oeq", "!=": "une"}
+_ICMP = {"<": "lt", "<=": "le", ">": "gt", ">=": "ge", "==": "eq", "!=": "ne"}
+
+
+def _ty(v: Val) -> str:
+    return llvm_ty(v.dtype, v.lanes)
+
+
+def _isfx(dtype: str, lanes: int) -> str:
+    """Intrinsic type suffix: f32, v16f32, i64, v4i1, f16."""
+    s = "i1" if is_bool(dtype) else f"{'f' if is_float(dtype) else 'i'}{dtype_bits(dtype)}"
+    return s if lanes == 1 else f"v{lanes}{s}"
+
+
+class ExprEmitter(FuncBuilder):
+    """Expression lowering; `env` maps Vars and `bufs` maps Buffers to emitted values."""
+
+    def init_scope(self) -> None:
+        self.env: dict[ir.Var, Val] = {}
+        self.bufs: dict[ir.Buffer, str] = {}
+        self.buf_align: dict[ir.Buffer, int] = {}
+
+    # ---- helpers --------------------------------------------------------------------
+    def splat(self, v: Val, lanes: int) -> Val:
+        if v.lanes == lanes:
+            return v
+        if v.lanes != 1:
+            raise TirError(f"cannot combine a {v.lanes}-lane and a {lanes}-lane vector")
+        sty, vty = llvm_ty(v.dtype), llvm_ty(v.dtype, lanes)
+        if not v.ref.startswith("%"):
+            return Val(f"splat ({sty} {v.ref})", v.dtype, lanes)
+        ins = self.op(f"insertelement {vty} poison, {sty} {v.ref}, i64 0")
+        shuf = self.op(f"shufflevector {vty} {ins}, {vty} poison, {vec('i32', lanes)} zeroinitializer")
+        return Val(shuf, v.dtype, lanes)
+
+    def intrinsic(self, name: str, ret_dtype: str, args: list[Val]) -> Val:
+        lanes = max(a.lanes for a in args)
+        args = [self.splat(a, lanes) for a in args]
+        rty = llvm_ty(ret_dtype, lanes)
+        full = f"llvm.{name}.{_isfx(args[0].dtype, lanes)}"
+        self.ctx.intrinsic(full, rty, [_ty(a) for a in args])
+        ref = self.op(f"call {rty} @{full}({', '.join(f'{_ty(a)} {a.ref}' for a in args)})")
+        return Val(ref, ret_dtype, lanes)
+
+    def cast(self, v: Val, dtype: str) -> Val:
+        src, dst = v.dtype, dtype
+        if src == dst:
+            return v
+        sty, dty = _ty(v), llvm_ty(dst, v.lanes)
+        if is_bool(dst):
+            zero = const(0, src, v.lanes)
+            pred = "fcmp une" if is_float(src) else "icmp ne"
+            return Val(self.op(f"{pred} {sty} {v.ref}, {zero}"), dst, v.lanes)
+        sb, db = dtype_bits(src), dtype_bits(dst)
+        if is_float(src) and is_float(dst):
+            op = "fpext" if db > sb else "fptrunc"
+        elif is_float(src):
+            op = "fptosi" if is_signed(dst) else "fptoui"
+        elif is_float(dst):
+            op = "sitofp" if is_signed(src) else "uitofp"
+        else:
+            sb = 1 if is_bool(src) else sb
+            if sb == db:
+                return Val(v.ref, dst, v.lanes)
+            op = "trunc" if db < sb else ("sext" if is_signed(src) else "zext")
+        return Val(self.op(f"{op} {sty} {v.ref} to {dty}"), dst, v.lanes)
+
+    # ---- dispatch -------------------------------------------------------------------
+    def expr(self, e: ir.Expr) -> Val:
+        method = getattr(self, f"_e_{type(e).__name__}", None)
+        if method is None:
+            raise TirError(f"LLVM codegen cannot lower expression {type(e).__name__}")
+        return method(e)
+
+    def _e_Var(self, e: ir.Var) -> Val:
+        if e not in self.env:
+            raise TirError(f"variable {e.name!r} ({e.dtype}) is used but never bound")
+        return self.env[e]
+
+    def _e_Const(self, e: ir.Const) -> Val:
+        return Val(const(e.value, e.dtype), e.dtype)
+
+    def _e_Broadcast(self, e: ir.Broadcast) -> Val:
+        return self.splat(self.expr(e.value), e.count)
+
+    def _e_Ramp(self, e: ir.Ramp) -> Val:
+        base = self.splat(self.expr(e.base), e.count)
+        stride = self.expr(e.stride)
+        if is_float(e.dtype):
+            raise TirError("Ramp must have an integer base")
+        lanes = [const(i, e.dtype) for i in range(e.count)]
+        offs = "<" + ", ".join(f"{llvm_ty(e.dtype)} {x}" for x in lanes) + ">"
+        step = self.binop("*", Val(offs, e.dtype, e.count), self.splat(stride, e.count))
+        return self.binop("+", base, step)
+
+    def _e_BinOp(self, e: ir.BinOp) -> Val:
+        return self.binop(e.op, self.expr(e.a), self.expr(e.b))
+
+    def _e_Cmp(self, e: ir.Cmp) -> Val:
+        a, b = self.expr(e.a), self.expr(e.b)
+        lanes = max(a.lanes, b.lanes)
+        a, b = self.splat(a, lanes), self.splat(b, lanes)
+        if a.dtype != b.dtype:
+            raise TirError(f"comparison of {a.dtype} with {b.dtype}: insert a Cast")
+        if is_float(a.dtype):
+            pred = f"fcmp {_FCMP[e.op]}"
+        else:
+            sign = "" if e.op in ("==", "!=") else ("s" if is_signed(a.dtype) else "u")
+            pred = f"icmp {sign}{_ICMP[e.op]}"
+        return Val(self.op(f"{pred} {_ty(a)} {a.ref}, {b.ref}"), "bool", lanes)
+
+    def _e_Not(self, e: ir.Not) -> Val:
+        a = self.cast(self.expr(e.a), "bool")
+        return Val(self.op(f"xor {_ty(a)} {a.ref}, {const(True, 'bool', a.lanes)}"), "bool", a.lanes)
+
+    def _e_Select(self, e: ir.Select) -> Val:
+        c, a, b = self.cast(self.expr(e.cond), "bool"), self.expr(e.a), self.expr(e.b)
+        return self.select(c, a, b)
+
+    def select(self, c: Val, a: Val, b: Val) -> Val:
+        lanes = max(c.lanes, a.lanes, b.lanes)
+        a, b = self.splat(a, lanes), self.splat(b, lanes)
+        if c.lanes != 1:
+            c = self.splat(c, lanes)
+        return Val(self.op(f"select {_ty(c)} {c.ref}, {_ty(a)} {a.ref}, {_ty(b)} {b.ref}"), a.dtype, lanes)
+
+    def _e_Cast(self, e: ir.Cast) -> Val:
+        return self.cast(self.expr(e.value), e.dtype)
+
+    # ---- arithmetic -----------------------------------------------------------------
+    def binop(self, op: str, a: Val, b: Val) -> Val:
+        lanes = max(a.lanes, b.lanes)
+        a, b = self.splat(a, lanes), self.splat(b, lanes)
+        if a.dtype != b.dtype:
+            raise TirError(f"binary {op!r} of {a.dtype} with {b.dtype}: insert a Cast")
+        dt, ty = a.dtype, _ty(a)
+        if op in ("min", "max"):
+            return self._minmax(op, a, b)
+        if is_float(dt):
+            if op in _FLOAT_OPS:
+                return Val(self.op(f"{_FLOAT_OPS[op]} {FMF} {ty} {a.ref}, {b.ref}"), dt, lanes)
+            if op in ("//", "%"):
+                q = self.intrinsic("floor", dt, [self.binop("/", a, b)])
+                return q if op == "//" else self.binop("-", a, self.binop("*", q, b))
+        elif op in _INT_OPS:
+            return Val(self.op(f"{_INT_OPS[op]} {ty} {a.ref}, {b.ref}"), dt, lanes)
+        elif op in ("/", "//", "%"):
+            return self._int_div(op, a, b)
+        raise TirError(f"binary operator {op!r} is not defined for {dt}")
+
+    def _minmax(self, op: str, a: Val, b: Val) -> Val:
+        if not is_float(a.dtype):
+            s = "u" if not is_signed(a.dtype) else "s"
+            return self.intrinsic(f"{s}{op}", a.dtype, [a, b])
+        pred = "olt" if op == "min" else "ogt"
+        c = Val(self.op(f"fcmp {FMF} {pred} {_ty(a)} {a.ref}, {b.ref}"), "bool", a.lanes)
+        return self.select(c, a, b)
+
+    def _int_div(self, op: str, a: Val, b: Val) -> Val:
+        ty, dt, lanes = _ty(a), a.dtype, a.lanes
+        if not is_signed(dt):
+            name = "udiv" if op in ("/", "//") else "urem"
+            return Val(self.op(f"{name} {ty} {a.ref}, {b.ref}"), dt, lanes)
+        q = Val(self.op(f"sdiv {ty} {a.ref}, {b.ref}"), dt, lanes)
+        r = Val(self.op(f"srem {ty} {a.ref}, {b.ref}"), dt, lanes)
+        if op == "/":
+            return q
+        # floor semantics: adjust when the remainder is nonzero and its sign differs from b
+        zero = const(0, dt, lanes)
+        nz = self.op(f"icmp ne {ty} {r.ref}, {zero}")
+        diff = self.op(f"xor {ty} {r.ref}, {b.ref}")
+        neg = self.op(f"icmp slt {ty} {diff}, {zero}")
+        fix = Val(self.op(f"and {vec('i1', lanes)} {nz}, {neg}"), "bool", lanes)
+        if op == "//":
+            return Val(self.op(f"sub {ty} {q.ref}, {self.cast(fix, dt).ref}"), dt, lanes)
+        return self.select(fix, self.binop("+", r, b), r)
+
+    # ---- calls ----------------------------------------------------------------------
+    def _e_Call(self, e: ir.Call) -> Val:
+        args = [self.expr(a) for a in e.args]
+        lanes = max(a.lanes for a in args)
+        args = [self.splat(a, lanes) for a in args]
+        return self.call_math(e.name, args)
+
+    def call_math(self, name: str, args: list[Val]) -> Val:
+        dt = args[0].dtype
+        if name == "abs":
+            if is_float(dt):
+                return self.intrinsic("fabs", dt, args)
+            if not is_signed(dt):
+                return args[0]
+            return self.intrinsic("abs", dt, [args[0], Val("false", "bool")])
+        if not is_float(dt):
+            raise TirError(f"math function {name!r} needs float arguments, got {dt}")
+        if dt == "float16":  # compute in float32, round once
+            r = self.call_math(name, [self.cast(a, "float32") for a in args])
+            return self.cast(r, "float16")
+        simple = {"sqrt": "sqrt", "floor": "floor", "ceil": "ceil", "round": "roundeven"}
+        if name in simple:
+            return self.intrinsic(simple[name], dt, args)
+        if name == "fma":
+            fused = "fma" if self.ctx.target.has_feature("fma") else "fmuladd"
+            return self.intrinsic(fused, dt, args)
+        if name == "rsqrt":
+            one = Val(const(1.0, dt), dt)
+            return self.binop("/", one, self.intrinsic("sqrt", dt, args))
+        if name in ("exp", "log", "tanh", "erf", "sigmoid", "sin", "cos", "pow"):
+            fn = vmath.vmath_function(self.ctx, name, dt, args[0].lanes)
+            ty = _ty(args[0])
+            ref = self.op(f"call {ty} {fn}({', '.join(f'{ty} {a.ref}' for a in args)})")
+            return Val(ref, dt, args[0].lanes)
+        raise TirError(f"unknown math function {name!r}; known: {', '.join(ir.INTRINSICS)}")
+
+    # ---- memory ---------------------------------------------------------------------
+    def buffer_ptr(self, buf: ir.Buffer) -> str:
+        if buf not in self.bufs:
+            raise TirError(f"buffer {buf.name!r} is neither a parameter nor allocated here")
+        return self.bufs[buf]
+
+    def address(self, buf: ir.Buffer, index: Val) -> str:
+        ity = llvm_ty(index.dtype, index.lanes)
+        return self.op(
+            f"getelementptr inbounds {mem_ty(buf.dtype)}, ptr {self.buffer_ptr(buf)}, {ity} {index.ref}"
+        )
+
+    def _contiguous_base(self, index: ir.Expr) -> ir.Expr | None:
+        if isinstance(index, ir.Ramp) and isinstance(index.stride, ir.Const) and index.stride.value == 1:
+            return index.base
+        return None
+
+    def _e_Load(self, e: ir.Load) -> Val:
+        buf, lanes = e.buffer, e.index.lanes
+        mty, align = mem_ty(buf.dtype), elem_bytes(buf.dtype)
+        base = self._contiguous_base(e.index)
+        if lanes == 1 or base is not None:
+            p = self.address(buf, self.expr(e.index if lanes == 1 else base))
+            raw = Val(self.op(f"load {vec(mty, lanes)}, ptr {p}, align {align}"), buf.dtype, lanes)
+        elif isinstance(e.index, ir.Broadcast):
+            return self.splat(self._e_Load(ir.Load(buf, e.index.value)), lanes)
+        else:
+            raw = Val(self._masked("gather", buf, self.expr(e.index)), buf.dtype, lanes)
+        if is_bool(buf.dtype):
+            ref = self.op(f"icmp ne {vec('i8', lanes)} {raw.ref}, {const(0, 'int8', lanes)}")
+            return Val(ref, "bool", lanes)
+        return raw
+
+    def store(self, buf: ir.Buffer, index: ir.Expr, value: ir.Expr) -> None:
+        lanes = index.lanes
+        v = self.splat(self.cast(self.expr(value), buf.dtype), lanes)
+        if v.lanes != lanes:
+            raise TirError(f"store of a {v.lanes}-lane value to {lanes} elements of {buf.name!r}")
+        mty, align = mem_ty(buf.dtype), elem_bytes(buf.dtype)
+        ref = v.ref
+        if is_bool(buf.dtype):
+            ref = self.op(f"zext {vec('i1', lanes)} {ref} to {vec('i8', lanes)}")
+        base = self._contiguous_base(index)
+        if lanes == 1 or base is not None:
+            p = self.address(buf, self.expr(index if lanes == 1 else base))
+            self.emit(f"store {vec(mty, lanes)} {ref}, ptr {p}, align {align}")
+            return
+        self._masked("scatter", buf, self.expr(index), ref)
+
+    def _masked(self, kind: str, buf: ir.Buffer, index: Val, value: str | None = None) -> str:
+        """llvm.masked.gather / scatter over all lanes (non-contiguous vector access)."""
+        lanes, align = index.lanes, elem_bytes(buf.dtype)
+        ptrs = self.address(buf, index)
+        vty, pty, mty = vec(mem_ty(buf.dtype), lanes), vec("ptr", lanes), vec("i1", lanes)
+        mask = const(True, "bool", lanes)
+        name = f"llvm.masked.{kind}.{_isfx('int8' if is_bool(buf.dtype) else buf.dtype, lanes)}.v{lanes}p0"
+        if kind == "gather":
+            self.ctx.intrinsic(name, vty, [pty, "i32", mty, vty])
+            return self.op(f"call {vty} @{name}({pty} {ptrs}, i32 {align}, {mty} {mask}, {vty} poison)")
+        self.ctx.intrinsic(name, "void", [vty, pty, "i32", mty])
+        self.emit(f"call void @{name}({vty} {value}, {pty} {ptrs}, i32 {align}, {mty} {mask})")
+        return ""

@@ -1,0 +1,66 @@
+"""Small analyses over loop IR that code generation needs: free variables and buffer use."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from tensorir.loop import ir
+
+
+def children(node: object) -> Iterator[object]:
+    """Direct Expr/Stmt/Buffer children of a loop-IR node, in field order."""
+    for f in dataclasses.fields(node):  # type: ignore[arg-type]
+        v = getattr(node, f.name)
+        items = v if isinstance(v, tuple) else (v,)
+        for x in items:
+            if isinstance(x, ir.Expr | ir.Stmt | ir.Buffer):
+                yield x
+
+
+@dataclass
+class Usage:
+    """What a statement uses from its surroundings."""
+
+    free_vars: list[ir.Var] = field(default_factory=list)
+    loaded: list[ir.Buffer] = field(default_factory=list)
+    stored: list[ir.Buffer] = field(default_factory=list)
+    has_parallel: bool = False
+
+    @property
+    def buffers(self) -> list[ir.Buffer]:
+        return list(dict.fromkeys(self.loaded + self.stored))
+
+
+def usage(node: ir.Stmt | ir.Expr) -> Usage:
+    u = Usage()
+    _walk(node, frozenset(), frozenset(), u)
+    return u
+
+
+def _walk(node: object, bound: frozenset, local: frozenset, u: Usage) -> None:
+    if isinstance(node, ir.Var):
+        if node not in bound and node not in u.free_vars:
+            u.free_vars.append(node)
+        return
+    if isinstance(node, ir.Load | ir.Store) and node.buffer not in local:
+        lst = u.loaded if isinstance(node, ir.Load) else u.stored
+        if node.buffer not in lst:
+            lst.append(node.buffer)
+    if isinstance(node, ir.For):
+        u.has_parallel |= node.kind == ir.ForKind.PARALLEL
+        for x in (node.start, node.extent):
+            _walk(x, bound, local, u)
+        _walk(node.body, bound | {node.var}, local, u)
+        return
+    if isinstance(node, ir.LetStmt):
+        _walk(node.value, bound, local, u)
+        _walk(node.body, bound | {node.var}, local, u)
+        return
+    if isinstance(node, ir.Allocate):
+        _walk(node.body, bound, local | {node.buffer}, u)
+        return
+    for c in children(node):
+        if not isinstance(c, ir.Buffer):
+            _walk(c, bound, local, u)

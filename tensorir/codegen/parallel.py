@@ -1,0 +1,397 @@
+"""The parallel-for runtime, itself generated LLVM IR: a persistent pthread pool.
+
+    void tir_parallel_for(void (*fn)(void *closure, int64_t lo, int64_t hi),
+                          void *closure, int64_t begin, int64_t end);   // hidden
+    void tir_set_num_threads(int32_t n);   // exported; n <= 0: all cores (the default)
+    int32_t tir_get_num_threads(void);     // exported
+
+`tir_parallel_for` splits [begin, end) into n = min(end - begin, 4 x threads) contiguous
+chunks [begin + len*i/n, begin + len*(i+1)/n) that the calling thread and the pool's
+workers claim dynamically (CAS on a 64-bit word: generation << 32 | next chunk), so a
+worker that is slow to wake (another process on its core, a little core on big.LITTLE)
+leaves its chunks to the others instead of stalling the launch. Workers are detached
+pthreads (8 MiB stacks) created on first need and kept for the life of the process.
+A launch bumps a 32-bit generation word (24-bit counter | 8-bit thread count: workers
+1 .. threads-1 take part, the rest stay idle); a worker spins on it briefly (`pause` /
+`yield`), then sleeps in futex(FUTEX_WAIT); the launcher wakes sleepers only when there
+are any, claims chunks itself, then waits (spin, then futex) for the done counter to
+reach n. Launches are serialized by a busy flag: a nested or concurrent launch runs its
+whole range on its own thread. A child after fork() notices the pid change and starts a
+fresh pool. Thread count default: the CPUs in the process's affinity mask
+(sched_getaffinity), at most 128; a Target with num_threads set bakes that count in as
+the initial value instead (tir_set_num_threads still overrides it).
+
+Only libc is needed: pthread_create / pthread_attr_{init,setstacksize,setdetachstate,
+destroy}, syscall, getpid (all in glibc >= 2.34 and bionic libc). Every runtime symbol is
+`weak` (hidden, except the two exported functions), so objects that each carry a copy
+link into one library with one pool.
+"""
+
+from __future__ import annotations
+
+from string import Template
+
+from tensorir.codegen.llvm_builder import ModuleContext
+from tensorir.errors import TirError
+from tensorir.target import Target
+
+PARALLEL_FOR = "tir_parallel_for"
+MAX_THREADS = 128
+CHUNKS_PER_THREAD = 4
+LIBC_SYMBOLS = (
+    "pthread_create",
+    "pthread_attr_init",
+    "pthread_attr_setstacksize",
+    "pthread_attr_setdetachstate",
+    "pthread_attr_destroy",
+    "syscall",
+    "getpid",
+)
+_ARCH = {
+    # futex, sched_getaffinity syscall numbers; spin iterations; the pause instruction
+    "x86_64": (202, 204, 2000, "call void @llvm.x86.sse2.pause()", "declare void @llvm.x86.sse2.pause()"),
+    "aarch64": (
+        98,
+        123,
+        20000,
+        "call void @llvm.aarch64.hint(i32 1)",
+        "declare void @llvm.aarch64.hint(i32)",
+    ),
+}
+
+
+def declare_parallel_for(ctx: ModuleContext) -> None:
+    ctx.declare(PARALLEL_FOR, f"declare void @{PARALLEL_FOR}(ptr, ptr, i64, i64)")
+
+
+def runtime_ir(target: Target) -> str:
+    """The runtime module for `target` (LLVM IR text)."""
+    from tensorir.codegen.llvm import target_machine
+
+    if target.arch not in _ARCH:
+        raise TirError(f"no parallel runtime for architecture {target.arch!r} ({target.triple})")
+    futex, affinity, spin, pause, pause_decl = _ARCH[target.arch]
+    return _RUNTIME.substitute(
+        triple=target.triple,
+        datalayout=str(target_machine(target).target_data),
+        futex=futex,
+        affinity=affinity,
+        spin=spin,
+        pause=pause,
+        pause_decl=pause_decl,
+        max_threads=MAX_THREADS,
+        threads=target.num_threads or 0,
+        chunks_per_thread=CHUNKS_PER_THREAD,
+    )
+
+
+_RUNTIME = Template(r"""
+target datalayout = "$datalayout"
+target triple = "$triple"
+
+@tir_rt_requested = weak hidden global i32 $threads, align 4
+@tir_rt_default = weak hidden global i32 0, align 4
+@tir_rt_workers = weak hidden global i32 0, align 4
+@tir_rt_pid = weak hidden global i32 0, align 4
+@tir_rt_busy = weak hidden global i32 0, align 64
+@tir_rt_job_fn = weak hidden global ptr null, align 64
+@tir_rt_job_cl = weak hidden global ptr null, align 8
+@tir_rt_job_begin = weak hidden global i64 0, align 8
+@tir_rt_job_len = weak hidden global i64 0, align 8
+@tir_rt_job_n = weak hidden global i32 0, align 8
+@tir_rt_claim = weak hidden global i64 0, align 64
+@tir_rt_gen = weak hidden global i32 0, align 64
+@tir_rt_sleepers = weak hidden global i32 0, align 64
+@tir_rt_done = weak hidden global i32 0, align 64
+@tir_rt_master_sleeping = weak hidden global i32 0, align 64
+
+declare i32 @pthread_create(ptr, ptr, ptr, ptr)
+declare i32 @pthread_attr_init(ptr)
+declare i32 @pthread_attr_setstacksize(ptr, i64)
+declare i32 @pthread_attr_setdetachstate(ptr, i32)
+declare i32 @pthread_attr_destroy(ptr)
+declare i64 @syscall(i64, ...)
+declare i32 @getpid()
+declare <16 x i64> @llvm.ctpop.v16i64(<16 x i64>)
+declare i64 @llvm.vector.reduce.add.v16i64(<16 x i64>)
+$pause_decl
+
+define weak void @tir_set_num_threads(i32 %n) nounwind {
+  %pos = icmp sgt i32 %n, 0
+  %v = select i1 %pos, i32 %n, i32 0
+  store atomic i32 %v, ptr @tir_rt_requested monotonic, align 4
+  ret void
+}
+
+define weak i32 @tir_get_num_threads() nounwind {
+  %n = call i32 @tir_rt_threads()
+  ret i32 %n
+}
+
+define weak hidden i32 @tir_rt_threads() nounwind {
+entry:
+  %mask = alloca <16 x i64>, align 16
+  %req = load atomic i32, ptr @tir_rt_requested monotonic, align 4
+  %has_req = icmp sgt i32 %req, 0
+  br i1 %has_req, label %clamp, label %dflt
+dflt:
+  %d = load atomic i32, ptr @tir_rt_default monotonic, align 4
+  %has_d = icmp sgt i32 %d, 0
+  br i1 %has_d, label %clamp, label %query
+query:
+  store <16 x i64> zeroinitializer, ptr %mask, align 16
+  %r = call i64 (i64, ...) @syscall(i64 $affinity, i64 0, i64 128, ptr %mask)
+  %bits = load <16 x i64>, ptr %mask, align 16
+  %pc = call <16 x i64> @llvm.ctpop.v16i64(<16 x i64> %bits)
+  %cnt = call i64 @llvm.vector.reduce.add.v16i64(<16 x i64> %pc)
+  %ok = icmp sgt i64 %r, 0
+  %cnt1 = select i1 %ok, i64 %cnt, i64 1
+  %cnt2 = trunc i64 %cnt1 to i32
+  %pos = icmp sgt i32 %cnt2, 0
+  %cnt3 = select i1 %pos, i32 %cnt2, i32 1
+  store atomic i32 %cnt3, ptr @tir_rt_default monotonic, align 4
+  br label %clamp
+clamp:
+  %n = phi i32 [ %req, %entry ], [ %d, %dflt ], [ %cnt3, %query ]
+  %big = icmp sgt i32 %n, $max_threads
+  %m = select i1 %big, i32 $max_threads, i32 %n
+  ret i32 %m
+}
+
+define weak hidden void @tir_rt_futex_wait(ptr %addr, i32 %val) nounwind {
+  %v = zext i32 %val to i64
+  %r = call i64 (i64, ...) @syscall(i64 $futex, ptr %addr, i64 128, i64 %v, ptr null, ptr null, i64 0)
+  ret void
+}
+
+define weak hidden void @tir_rt_futex_wake(ptr %addr, i32 %n) nounwind {
+  %v = zext i32 %n to i64
+  %r = call i64 (i64, ...) @syscall(i64 $futex, ptr %addr, i64 129, i64 %v, ptr null, ptr null, i64 0)
+  ret void
+}
+
+; [begin + len*i/n, begin + len*(i+1)/n)
+define weak hidden void @tir_rt_run_chunk(i32 %i, i32 %n) nounwind {
+  %fn = load ptr, ptr @tir_rt_job_fn, align 8
+  %cl = load ptr, ptr @tir_rt_job_cl, align 8
+  %b = load i64, ptr @tir_rt_job_begin, align 8
+  %len = load i64, ptr @tir_rt_job_len, align 8
+  %i64 = zext i32 %i to i64
+  %n64 = zext i32 %n to i64
+  %i1 = add i64 %i64, 1
+  %a0 = mul i64 %len, %i64
+  %a1 = sdiv i64 %a0, %n64
+  %lo = add i64 %b, %a1
+  %b0 = mul i64 %len, %i1
+  %b1 = sdiv i64 %b0, %n64
+  %hi = add i64 %b, %b1
+  call void %fn(ptr %cl, i64 %lo, i64 %hi)
+  ret void
+}
+
+; claim chunks of job %g (claim word = gen << 32 | next chunk) until none is left
+define weak hidden void @tir_rt_work(i32 %g) nounwind {
+entry:
+  %g64 = zext i32 %g to i64
+  %tag = shl i64 %g64, 32
+  br label %claim
+claim:
+  %w = load atomic i64, ptr @tir_rt_claim acquire, align 8
+  %wtag = and i64 %w, -4294967296
+  %same = icmp eq i64 %wtag, %tag
+  br i1 %same, label %check, label %done
+check:
+  %c = and i64 %w, 4294967295
+  %n = load atomic i32, ptr @tir_rt_job_n monotonic, align 4
+  %n64 = zext i32 %n to i64
+  %more = icmp ult i64 %c, %n64
+  br i1 %more, label %try, label %done
+try:
+  %w1 = add i64 %w, 1
+  %cx = cmpxchg ptr @tir_rt_claim, i64 %w, i64 %w1 acq_rel monotonic, align 8
+  %ok = extractvalue { i64, i1 } %cx, 1
+  br i1 %ok, label %run, label %claim
+run:
+  %c32 = trunc i64 %c to i32
+  call void @tir_rt_run_chunk(i32 %c32, i32 %n)
+  %o = atomicrmw add ptr @tir_rt_done, i32 1 seq_cst, align 4
+  %ms = load atomic i32, ptr @tir_rt_master_sleeping seq_cst, align 4
+  %wake = icmp ne i32 %ms, 0
+  br i1 %wake, label %wake_master, label %claim
+wake_master:
+  call void @tir_rt_futex_wake(ptr @tir_rt_done, i32 1)
+  br label %claim
+done:
+  ret void
+}
+
+; arg = (generation word when the worker was created << 16) | worker index (1, 2, ...)
+define internal ptr @tir_rt_worker(ptr %arg) nounwind {
+entry:
+  %seenp = alloca i32, align 4
+  %a = ptrtoint ptr %arg to i64
+  %idx64 = and i64 %a, 65535
+  %idx = trunc i64 %idx64 to i32
+  %g64 = lshr i64 %a, 16
+  %g0 = trunc i64 %g64 to i32
+  store i32 %g0, ptr %seenp, align 4
+  br label %spin_start
+spin_start:
+  %seen = load i32, ptr %seenp, align 4
+  br label %spin
+spin:
+  %s = phi i32 [ 0, %spin_start ], [ %s1, %spin_more ]
+  %g = load atomic i32, ptr @tir_rt_gen acquire, align 4
+  %new = icmp ne i32 %g, %seen
+  br i1 %new, label %work, label %spin_more
+spin_more:
+  $pause
+  %s1 = add i32 %s, 1
+  %again = icmp ult i32 %s1, $spin
+  br i1 %again, label %spin, label %sleep
+sleep:
+  %o1 = atomicrmw add ptr @tir_rt_sleepers, i32 1 seq_cst, align 4
+  %g2 = load atomic i32, ptr @tir_rt_gen seq_cst, align 4
+  %same = icmp eq i32 %g2, %seen
+  br i1 %same, label %do_wait, label %woke
+do_wait:
+  call void @tir_rt_futex_wait(ptr @tir_rt_gen, i32 %seen)
+  br label %woke
+woke:
+  %o2 = atomicrmw sub ptr @tir_rt_sleepers, i32 1 seq_cst, align 4
+  br label %spin_start
+work:
+  store i32 %g, ptr %seenp, align 4
+  %nthr = and i32 %g, 255
+  %mine = icmp ult i32 %idx, %nthr
+  br i1 %mine, label %run, label %spin_start
+run:
+  call void @tir_rt_work(i32 %g)
+  br label %spin_start
+}
+
+; make sure k workers exist (after fork, start over); returns how many there are
+define weak hidden i32 @tir_rt_ensure(i32 %k) nounwind {
+entry:
+  %attr = alloca [64 x i64], align 16
+  %tid = alloca i64, align 8
+  %pid = call i32 @getpid()
+  %old = load i32, ptr @tir_rt_pid, align 4
+  %forked = icmp ne i32 %pid, %old
+  br i1 %forked, label %reset, label %check
+reset:
+  store i32 %pid, ptr @tir_rt_pid, align 4
+  store i32 0, ptr @tir_rt_workers, align 4
+  store atomic i32 0, ptr @tir_rt_sleepers seq_cst, align 4
+  br label %check
+check:
+  %w = load i32, ptr @tir_rt_workers, align 4
+  %enough = icmp sge i32 %w, %k
+  br i1 %enough, label %done, label %spawn
+spawn:
+  %idx = add i32 %w, 1
+  %gen = load atomic i32, ptr @tir_rt_gen monotonic, align 4
+  %gen64 = zext i32 %gen to i64
+  %gsh = shl i64 %gen64, 16
+  %idx64 = zext i32 %idx to i64
+  %packed = or i64 %gsh, %idx64
+  %arg = inttoptr i64 %packed to ptr
+  %i0 = call i32 @pthread_attr_init(ptr %attr)
+  %i1 = call i32 @pthread_attr_setstacksize(ptr %attr, i64 8388608)
+  %i2 = call i32 @pthread_attr_setdetachstate(ptr %attr, i32 1)
+  %rc = call i32 @pthread_create(ptr %tid, ptr %attr, ptr @tir_rt_worker, ptr %arg)
+  %i3 = call i32 @pthread_attr_destroy(ptr %attr)
+  %failed = icmp ne i32 %rc, 0
+  br i1 %failed, label %done, label %spawned
+spawned:
+  store i32 %idx, ptr @tir_rt_workers, align 4
+  br label %check
+done:
+  %have = load i32, ptr @tir_rt_workers, align 4
+  ret i32 %have
+}
+
+define weak hidden void @tir_parallel_for(ptr %fn, ptr %cl, i64 %begin, i64 %end) nounwind {
+entry:
+  %len = sub i64 %end, %begin
+  %nt = call i32 @tir_rt_threads()
+  %multi = icmp sgt i32 %nt, 1
+  %long = icmp sgt i64 %len, 1
+  %both = and i1 %multi, %long
+  br i1 %both, label %lock, label %serial
+lock:
+  %cx = cmpxchg ptr @tir_rt_busy, i32 0, i32 1 acquire monotonic, align 4
+  %locked = extractvalue { i32, i1 } %cx, 1
+  br i1 %locked, label %launch, label %serial
+launch:
+  %want = sub i32 %nt, 1
+  %have = call i32 @tir_rt_ensure(i32 %want)
+  %still = icmp sgt i32 %have, 0
+  br i1 %still, label %publish, label %unlock_serial
+unlock_serial:
+  store atomic i32 0, ptr @tir_rt_busy release, align 4
+  br label %serial
+publish:
+  %have1 = add i32 %have, 1
+  %lim = icmp slt i32 %have1, %nt
+  %threads = select i1 %lim, i32 %have1, i32 %nt
+  %th64 = zext i32 %threads to i64
+  %want_chunks = mul i64 %th64, $chunks_per_thread
+  %fewer = icmp slt i64 %len, %want_chunks
+  %chunks64 = select i1 %fewer, i64 %len, i64 %want_chunks
+  %chunks = trunc i64 %chunks64 to i32
+  store ptr %fn, ptr @tir_rt_job_fn, align 8
+  store ptr %cl, ptr @tir_rt_job_cl, align 8
+  store i64 %begin, ptr @tir_rt_job_begin, align 8
+  store i64 %len, ptr @tir_rt_job_len, align 8
+  store atomic i32 %chunks, ptr @tir_rt_job_n monotonic, align 4
+  store atomic i32 0, ptr @tir_rt_done monotonic, align 4
+  %old = load atomic i32, ptr @tir_rt_gen monotonic, align 4
+  %ctr = lshr i32 %old, 8
+  %ctr1 = add i32 %ctr, 1
+  %ctr2 = shl i32 %ctr1, 8
+  %gen = or i32 %ctr2, %threads
+  %gen64 = zext i32 %gen to i64
+  %tag = shl i64 %gen64, 32
+  store atomic i64 %tag, ptr @tir_rt_claim release, align 8
+  store atomic i32 %gen, ptr @tir_rt_gen seq_cst, align 4
+  %sl = load atomic i32, ptr @tir_rt_sleepers seq_cst, align 4
+  %anyone = icmp sgt i32 %sl, 0
+  br i1 %anyone, label %wake, label %work
+wake:
+  call void @tir_rt_futex_wake(ptr @tir_rt_gen, i32 2147483647)
+  br label %work
+work:
+  call void @tir_rt_work(i32 %gen)
+  br label %wait_start
+wait_start:
+  br label %wait
+wait:
+  %s = phi i32 [ 0, %wait_start ], [ %s1, %wait_more ]
+  %d = load atomic i32, ptr @tir_rt_done acquire, align 4
+  %fin = icmp eq i32 %d, %chunks
+  br i1 %fin, label %finish, label %wait_more
+wait_more:
+  $pause
+  %s1 = add i32 %s, 1
+  %again = icmp ult i32 %s1, $spin
+  br i1 %again, label %wait, label %msleep
+msleep:
+  store atomic i32 1, ptr @tir_rt_master_sleeping seq_cst, align 4
+  %d2 = load atomic i32, ptr @tir_rt_done seq_cst, align 4
+  %fin2 = icmp eq i32 %d2, %chunks
+  br i1 %fin2, label %mwoke, label %mwait
+mwait:
+  call void @tir_rt_futex_wait(ptr @tir_rt_done, i32 %d2)
+  br label %mwoke
+mwoke:
+  store atomic i32 0, ptr @tir_rt_master_sleeping seq_cst, align 4
+  br label %wait_start
+finish:
+  store atomic i32 0, ptr @tir_rt_busy release, align 4
+  ret void
+serial:
+  call void %fn(ptr %cl, i64 %begin, i64 %end)
+  ret void
+}
+""")

@@ -1,0 +1,118 @@
+"""Compilation targets as data.
+
+A `Target` says what code generation needs to know about a CPU: the LLVM triple, cpu
+and feature string, the native vector width and register count, and the default number
+of threads. Named targets:
+
+    host           this machine (triple, cpu and features from LLVM's host queries)
+    linux-arm64    aarch64-unknown-linux-gnu, cortex-a76, NEON (128-bit, 32 registers)
+    android-arm64  aarch64-linux-android24, cortex-a76, NEON
+
+Variants are plain `dataclasses.replace(target, num_threads=2)` copies.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from dataclasses import dataclass
+
+from tensorir.errors import TirError
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    kind: str = "llvm"
+    triple: str = ""
+    cpu: str = "generic"
+    features: str = ""
+    vector_bits: int = 128
+    num_vector_registers: int = 16
+    num_threads: int | None = None  # None: all cores, decided at run time
+
+    @property
+    def arch(self) -> str:
+        """'x86_64', 'aarch64', ... (the triple's first component)."""
+        return self.triple.split("-", 1)[0]
+
+    @property
+    def is_android(self) -> bool:
+        return "android" in self.triple
+
+    def has_feature(self, feature: str) -> bool:
+        """True when '+feature' is in the feature string (NEON is implied on aarch64)."""
+        if self.arch == "aarch64" and feature in ("neon", "fma", "fp-armv8"):
+            return True
+        return f"+{feature}" in self.features.split(",")
+
+    def vector_lanes(self, dtype: str) -> int:
+        """Lanes of one native vector register for `dtype` (e.g. 16 for float32 on AVX-512)."""
+        from tensorir.codegen.llvm_types import dtype_bits
+
+        return max(1, self.vector_bits // max(8, dtype_bits(dtype)))
+
+    def with_threads(self, n: int | None) -> Target:
+        return dataclasses.replace(self, num_threads=n)
+
+
+def _host_vector_bits(features: list[str]) -> tuple[int, int]:
+    if "+avx512f" in features:
+        return 512, 32
+    if "+avx2" in features or "+avx" in features:
+        return 256, 16
+    if "+neon" in features or "+sve" in features:
+        return 128, 32
+    return 128, 16
+
+
+@functools.cache
+def host_target() -> Target:
+    """The machine this process runs on, as LLVM sees it."""
+    import llvmlite.binding as llvm
+
+    from tensorir.codegen.llvm_init import init_llvm
+
+    init_llvm()
+    triple = llvm.get_process_triple()
+    try:
+        features = llvm.get_host_cpu_features().flatten()
+    except RuntimeError:  # some hosts cannot report features
+        features = ""
+    bits, regs = _host_vector_bits(features.split(","))
+    if triple.startswith("aarch64"):
+        bits, regs = 128, 32
+    return Target(
+        name="host",
+        triple=triple,
+        cpu=llvm.get_host_cpu_name(),
+        features=features,
+        vector_bits=bits,
+        num_vector_registers=regs,
+    )
+
+
+_ARM64 = {
+    "linux-arm64": "aarch64-unknown-linux-gnu",
+    "android-arm64": "aarch64-linux-android24",
+}
+
+TARGET_NAMES = ("host", *_ARM64)
+
+
+def get_target(name: str | Target) -> Target:
+    """A named target ('host', 'linux-arm64', 'android-arm64'); a Target passes through."""
+    if isinstance(name, Target):
+        return name
+    if name == "host":
+        return host_target()
+    if name in _ARM64:
+        return Target(
+            name=name,
+            triple=_ARM64[name],
+            cpu="cortex-a76",
+            features="+neon",
+            vector_bits=128,
+            num_vector_registers=32,
+        )
+    raise TirError(f"unknown target {name!r}; valid targets: {', '.join(TARGET_NAMES)}")

@@ -1,0 +1,106 @@
+"""The generated thread pool: thread counts, speed (printed), launch overhead (printed),
+nested and concurrent launches, fork safety."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import numpy as np
+
+from tensorir.loop.ir import Buffer, Cast, Const, For, ForKind, LoopFunc, Store, Var
+from tensorir.runtime.jit import compile_host, get_num_threads, set_num_threads
+from tests.codegen import kernels as K
+from tests.codegen.test_host import run_case
+
+
+def _best(fn, reps: int = 5) -> float:
+    fn()
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def test_default_thread_count_is_the_affinity_mask():
+    set_num_threads(None)
+    assert get_num_threads() == min(len(os.sched_getaffinity(0)), 128)
+    set_num_threads(3)
+    assert get_num_threads() == 3
+    set_num_threads(0)
+    assert get_num_threads() == min(len(os.sched_getaffinity(0)), 128)
+
+
+def test_two_threads_speedup_printed():
+    case = K.parallel_heavy(n=2048, m=512)
+    args = case.make(np.random.default_rng(0))
+    run = compile_host(case.func).bind(*args)
+    times = {}
+    for t in (1, 2):
+        set_num_threads(t)
+        times[t] = _best(run)
+    set_num_threads(None)
+    np.testing.assert_allclose(args[1], case.expect(args)[1], rtol=case.rtol)
+    print(
+        f"\nparallel exp-sum 2048x512: 1 thread {times[1] * 1e3:.2f} ms, 2 threads {times[2] * 1e3:.2f} ms, "
+        f"speedup {times[1] / times[2]:.2f}x (load average {os.getloadavg()[0]:.1f})"
+    )
+
+
+def launch_kernel(reps: int) -> LoopFunc:
+    """`reps` back-to-back launches of a trivial 2-chunk parallel loop, timed in one call."""
+    e, r, i = Buffer("E", (2,)), Var("r"), Var("i")
+    par = For(i, Const(0), Const(2), ForKind.PARALLEL, Store(e, i, Cast("float32", r)))
+    return LoopFunc(f"launch_{reps}", (e,), For(r, Const(0), Const(reps), ForKind.SERIAL, par))
+
+
+def test_launch_overhead_printed():
+    reps = 2000
+    k = compile_host(launch_kernel(reps))
+    e = np.zeros(2, np.float32)
+    for t in (1, 2):
+        set_num_threads(t)
+        dt = _best(lambda: k(e), reps=3)
+        assert (e == reps - 1).all()
+        print(f"\nparallel launch overhead, {t} thread(s): {dt / reps * 1e6:.2f} us per launch")
+    set_num_threads(None)
+
+
+def test_concurrent_launches_from_python_threads():
+    set_num_threads(2)
+    errors = []
+
+    def work(seed):
+        try:
+            for s in range(3):
+                run_case(K.parallel_heavy(n=97, m=8), seed=seed * 10 + s)
+        except Exception as ex:
+            errors.append(ex)
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    set_num_threads(None)
+    assert not errors, errors
+
+
+def test_pool_survives_fork():
+    set_num_threads(2)
+    run_case(K.parallel_heavy(n=64, m=8))  # the parent's pool is running
+    pid = os.fork()
+    if pid == 0:  # child: a fresh pool, or this hangs until the alarm kills it
+        signal.alarm(30)
+        try:
+            run_case(K.parallel_heavy(n=64, m=8), seed=5)
+            os._exit(0)
+        except BaseException:
+            os._exit(1)
+    _, status = os.waitpid(pid, 0)
+    set_num_threads(None)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
