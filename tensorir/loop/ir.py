@@ -356,3 +356,8 @@ class LoopFunc:
     params: tuple[Buffer, ...]
     body: Stmt
     attrs: dict = field(default_factory=dict, compare=False, hash=False)
+
+    def __str__(self) -> str:
+        from tensorir.loop.printer import to_text
+
+        return to_text(self)

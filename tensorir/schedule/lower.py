@@ -1,0 +1,408 @@
+"""Lowering: a Schedule -> one LoopFunc.
+
+    lower(s, [A, B, C], name="matmul")
+
+Parameters are flat buffers in the order given. Each root stage becomes a loop nest (in
+stage order); a stage attached with compute_at is built inside its consumer's loop over
+the region that loop reads (interval bounds over the inner loops' ranges), into a local
+buffer of that size unless it is an argument. A reduction is an init nest (over the data
+loops that follow the first reduction loop) then an update nest:
+
+    for i in range(0, 64):
+      for j in range(0, 16):
+        C[i*16 + j] = 0.0
+        for k in range(0, 32):
+          C[i*16 + j] = C[i*16 + j] + A[i*32 + k]*B[k*16 + j]
+
+Intermediates not in the arguments are allocated around the whole body (scope "global":
+a heap temporary; "local" after cache_write). Non-dividing splits and regions that can run
+past a tensor's edge get `If` guards. An `if_then_else` whose arms read memory becomes an
+`If` around the store (a `Select` evaluates both arms). Then: simplify, vectorize, unroll
+(<= 64 iterations expanded), simplify, verify.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tensorir.loop.arith import Range, int_range
+from tensorir.loop.ir import (
+    Allocate,
+    BinOp,
+    Buffer,
+    Const,
+    Expr,
+    For,
+    ForKind,
+    If,
+    Load,
+    LoopFunc,
+    Select,
+    Seq,
+    Stmt,
+    Store,
+    Var,
+)
+from tensorir.loop.passes import unroll, vectorize
+from tensorir.loop.simplify import simplify
+from tensorir.loop.verify import verify
+from tensorir.loop.visitor import map_exprs, substitute, walk
+from tensorir.schedule.schedule import MAX_LANES, Fuse, Schedule, ScheduleError, Split, Stage, split_extents
+from tensorir.schedule.te import IterVar, PlaceholderOp, Reduce, Tensor, TensorLoad
+
+COMBINE = {"sum": "+", "prod": "*", "max": "max", "min": "min"}
+Region = tuple[tuple[Expr, int], ...]  # per dimension: (first index, extent)
+Producers = dict[int, list[tuple[Buffer | None, Stmt]]]  # loop position -> (buffer to allocate, stmt)
+Conds = dict[int, list[Expr]]  # loop position -> guards (position -1: around the whole nest)
+
+
+@dataclass
+class _Realized:
+    buffer: Buffer
+    bases: tuple[Expr, ...]  # tensor coordinates of the buffer's element 0
+
+
+@dataclass
+class _Nest:
+    """The loops of one stage: leaves (outermost first) and the root axes' coordinates."""
+
+    stage: Stage
+    leaves: list[IterVar]
+    vars: list[Var]
+    extents: list[int]
+    coords: dict[IterVar, Expr]  # root axis -> tensor coordinate, in terms of `vars`
+    conds: list[Expr]
+
+    def level(self, e: Expr) -> int:
+        """Position of the innermost of this nest's loops that `e` uses (-1: none)."""
+        used = {n for n in walk(e) if isinstance(n, Var)}
+        return max((p for p, v in enumerate(self.vars) if v in used), default=-1)
+
+
+def flatten(index: Sequence[Expr], shape: Sequence[int]) -> Expr:
+    """Row-major flat index of `index` into `shape`."""
+    if not index:
+        return Const(0)
+    acc = index[0]
+    for i, d in zip(index[1:], shape[1:], strict=True):
+        acc = acc * d + i
+    return acc
+
+
+def _unique(name: str, taken: set[str]) -> str:
+    out, n = name, 1
+    while out in taken:
+        out, n = f"{name}_{n}", n + 1
+    taken.add(out)
+    return out
+
+
+def _offset(i: Expr, base: Expr) -> Expr:
+    return i if base == Const(0) else i - base
+
+
+def _all(conds: Sequence[Expr]) -> Expr:
+    out = conds[0]
+    for c in conds[1:]:
+        out = BinOp("and", out, c)
+    return out
+
+
+def _leaf_extents(st: Stage, root_ext: dict[IterVar, int]) -> dict[IterVar, int]:
+    ext = dict(root_ext)
+    for rel in st.relations:
+        if isinstance(rel, Split):
+            ext[rel.outer], ext[rel.inner] = split_extents(ext[rel.parent], rel.factor, rel.nparts)
+        else:
+            n = 1
+            for a in rel.axes:
+                n *= ext[a]
+            ext[rel.fused] = n
+    return ext
+
+
+def _root_values(st: Stage, ext: dict[IterVar, int], vals: dict[IterVar, Expr]) -> list[Expr]:
+    """Fill `vals` (leaf values given) back to the roots; returns the split guards."""
+    guards = []
+    for rel in reversed(st.relations):
+        if isinstance(rel, Split):
+            vals[rel.parent] = vals[rel.outer] * ext[rel.inner] + vals[rel.inner]
+            if ext[rel.outer] * ext[rel.inner] != ext[rel.parent]:
+                guards.append(vals[rel.parent] < ext[rel.parent])
+        elif isinstance(rel, Fuse):
+            rest = vals[rel.fused]
+            for a in reversed(rel.axes[1:]):
+                vals[a] = rest % ext[a]
+                rest = rest // ext[a]
+            vals[rel.axes[0]] = rest
+    return guards
+
+
+# ---- interval bounds for compute_at regions -----------------------------------------
+def sym_bound(e: Expr, ranged: dict[Expr, Range]) -> tuple[Expr, Expr] | None:
+    """Symbolic [lo, hi] of `e` as the vars in `ranged` sweep their ranges (others fixed)."""
+    if not any(n in ranged for n in walk(e) if isinstance(n, Var)):
+        return e, e
+    if isinstance(e, Var):
+        lo, hi = ranged[e]
+        return Const(lo, e.dtype), Const(hi, e.dtype)
+    if isinstance(e, Select):
+        a, b = sym_bound(e.a, ranged), sym_bound(e.b, ranged)
+        if a is None or b is None:
+            return None
+        return BinOp("min", a[0], b[0]), BinOp("max", a[1], b[1])
+    if not isinstance(e, BinOp):
+        return None
+    a, b = sym_bound(e.a, ranged), sym_bound(e.b, ranged)
+    if a is None or b is None:
+        return None
+    c = e.b.value if isinstance(e.b, Const) else None
+    if e.op == "+":
+        return a[0] + b[0], a[1] + b[1]
+    if e.op == "-":
+        return a[0] - b[1], a[1] - b[0]
+    if e.op in ("min", "max"):
+        return BinOp(e.op, a[0], b[0]), BinOp(e.op, a[1], b[1])
+    if e.op == "*" and isinstance(c, int):
+        return (a[0] * c, a[1] * c) if c >= 0 else (a[1] * c, a[0] * c)
+    if e.op == "//" and isinstance(c, int) and c > 0:
+        return a[0] // c, a[1] // c
+    if e.op == "%" and isinstance(c, int) and c > 0:
+        return Const(0, e.dtype), Const(c - 1, e.dtype)
+    return None
+
+
+def _hoist_selects(s: Store) -> Stmt:
+    """store(..., f(select(c, a, b))) -> if c: store(f(a)) else: store(f(b)) when a or b
+    reads memory (a Select evaluates both arms; an out-of-range arm must not be read)."""
+    for n in walk(s.value):
+        if isinstance(n, Select) and any(isinstance(x, Load) for arm in (n.a, n.b) for x in walk(arm)):
+            then = Store(s.buffer, s.index, substitute(s.value, {n: n.a}))
+            other = Store(s.buffer, s.index, substitute(s.value, {n: n.b}))
+            return If(n.cond, _hoist_selects(then), _hoist_selects(other))
+    return s
+
+
+# ---- the lowerer ---------------------------------------------------------------------
+class _Lowerer:
+    def __init__(self, sched: Schedule, args: Sequence[Tensor]) -> None:
+        self.sched = sched
+        self.args = list(args)
+        self.realized: dict[int, _Realized] = {}
+        self.ranges: dict[Expr, Range] = {}
+        self.bodies: dict[int, Expr] = {}
+        self.params = [Buffer(t.name, t.shape, t.dtype) for t in self.args]
+        self._check_args()
+
+    def _is_arg(self, t: Tensor) -> bool:
+        return any(a is t for a in self.args)
+
+    def _check_args(self) -> None:
+        names = [getattr(t, "name", None) for t in self.args]
+        for t in self.args:
+            if not isinstance(t, Tensor) or self.sched.tensors.get(t.name) is not t:
+                raise ScheduleError(f"lower: argument {t!r} is not a tensor of this schedule")
+            st = self.sched.stage_of(t)
+            if st is not None and st.inlined:
+                raise ScheduleError(f"lower: {t.name} is inlined, so it cannot be an argument")
+        if len(set(names)) != len(names):
+            raise ScheduleError(f"lower: arguments {names} repeat a name")
+        for t in self.sched.outputs:
+            if not self._is_arg(t):
+                raise ScheduleError(f"lower: output {t.name} is not among the arguments")
+        for st in self.sched.stages:
+            for t in [] if st.inlined else self.sched.reads(st):
+                if isinstance(t.op, PlaceholderOp) and not self._is_arg(t):
+                    raise ScheduleError(
+                        f"lower: input {t.name} (read by {st.name}) is not among the arguments"
+                    )
+
+    # ---- bodies ------------------------------------------------------------------------
+    def body_of(self, st: Stage) -> Expr:
+        """The stage's expression with inlined stages substituted."""
+        key = id(st)
+        if key not in self.bodies:
+
+            def inline(e: Expr) -> Expr | None:
+                if isinstance(e, TensorLoad):
+                    src = self.sched.stage_of(e.tensor)
+                    if src is not None and src.inlined:
+                        return substitute(self.body_of(src), dict(zip(src.op.axis, e.indices, strict=True)))
+                return None
+
+            self.bodies[key] = map_exprs(st.op.body, inline)
+        return self.bodies[key]
+
+    def to_loads(self, e: Expr) -> Expr:
+        def conv(n: Expr) -> Expr | None:
+            if isinstance(n, TensorLoad):
+                r = self.realized[id(n.tensor)]
+                rel = [_offset(i, b) for i, b in zip(n.indices, r.bases, strict=True)]
+                return Load(r.buffer, flatten(rel, r.buffer.shape))
+            if isinstance(n, IterVar | Reduce):
+                raise ScheduleError(f"lower: {n!r} left in an expression (a reduction not at the top?)")
+            return None
+
+        return map_exprs(e, conv)
+
+    # ---- whole function ----------------------------------------------------------------
+    def run(self) -> Stmt:
+        for t, buf in zip(self.args, self.params, strict=True):
+            self.realized[id(t)] = _Realized(buf, tuple(Const(0) for _ in t.shape))
+        temps = []
+        for st in self.sched.stages:
+            if st.attach[0] == "at" and st.attach[1].inlined:
+                raise ScheduleError(f"lower: {st.name} is computed at {st.attach[1].name}, which is inlined")
+            if st.attach == ("root",) and not self._is_arg(st.tensor):
+                buf = Buffer(st.name, st.tensor.shape, st.tensor.dtype, st.scope)
+                self.realized[id(st.tensor)] = _Realized(buf, tuple(Const(0) for _ in st.tensor.shape))
+                temps.append(buf)
+        body: Stmt = Seq(
+            tuple(self.stage_stmt(st, None, set()) for st in self.sched.stages if st.attach == ("root",))
+        )
+        for buf in reversed(temps):
+            body = Allocate(buf, body)
+        return body
+
+    # ---- one stage ---------------------------------------------------------------------
+    def make_nest(self, st: Stage, region: Region | None, taken: set[str]) -> _Nest:
+        shape = st.tensor.shape
+        region = region or tuple((Const(0), d) for d in shape)
+        root_ext = {a: e for a, (_, e) in zip(st.op.axis, region, strict=True)}
+        root_ext.update({a: a.extent for a in st.op.reduce_axis})
+        ext = _leaf_extents(st, root_ext)
+        used = set(taken)
+        vars_ = [Var(_unique(a.name, used)) for a in st.leaves]
+        vals: dict[IterVar, Expr] = dict(zip(st.leaves, vars_, strict=True))
+        conds = _root_values(st, ext, vals)
+        coords = {a: vals[a] for a in st.op.reduce_axis}
+        for a, (base, e), full in zip(st.op.axis, region, shape, strict=True):
+            coords[a] = base + vals[a] if e < full or base != Const(0) else vals[a]
+            if e < full:  # a compute_at region may run past the tensor's edge
+                conds += [coords[a] < full, coords[a] >= 0]
+        return _Nest(st, list(st.leaves), vars_, [ext[a] for a in st.leaves], coords, conds)
+
+    def stage_stmt(self, st: Stage, region: Region | None, taken: set[str]) -> Stmt:
+        nest = self.make_nest(st, region, taken)
+        saved = dict(self.ranges)
+        self.ranges.update({v: (0, e - 1) for v, e in zip(nest.vars, nest.extents, strict=True)})
+        body = substitute(self.body_of(st), nest.coords)
+        producers = self.producers(nest, body, taken)
+        self._check_kinds(nest, producers)
+        stmt = self.assemble(nest, body, producers)
+        self.ranges = saved
+        return stmt
+
+    def _check_kinds(self, nest: _Nest, producers: Producers) -> None:
+        for p, leaf in enumerate(nest.leaves):
+            if nest.stage.kinds.get(leaf) is not ForKind.VECTORIZED:
+                continue
+            where = f"vectorized axis {leaf.name} of {nest.stage.name}"
+            if p != len(nest.leaves) - 1:
+                raise ScheduleError(f"lower: {where} is no longer the innermost loop")
+            if p in producers:
+                raise ScheduleError(f"lower: {where} holds a compute_at stage, so it is not innermost")
+            if nest.extents[p] > MAX_LANES:
+                raise ScheduleError(f"lower: {where} has {nest.extents[p]} lanes (max {MAX_LANES})")
+
+    def producers(self, nest: _Nest, body: Expr, taken: set[str]) -> Producers:
+        """Build the stages computed at this nest's loops: {position: [(buffer to allocate, stmt)]}."""
+        out: Producers = {}
+        for p_st in self.sched.stages:
+            if p_st.attach[0] != "at" or p_st.attach[1] is not nest.stage:
+                continue
+            pos = next((i for i, a in enumerate(nest.leaves) if a is p_st.attach[2]), None)
+            if pos is None:
+                where = f"{nest.stage.name}'s axis {p_st.attach[2].name}"
+                raise ScheduleError(
+                    f"lower: {p_st.name} is computed at {where}, which was split or fused away"
+                )
+            region = self.infer_region(p_st, nest, pos, body)
+            t, alloc = p_st.tensor, None
+            if not self._is_arg(t):
+                alloc = Buffer(t.name, tuple(e for _, e in region), t.dtype, "local")
+                self.realized[id(t)] = _Realized(alloc, tuple(b for b, _ in region))
+            enclosing = taken | {v.name for v in nest.vars[: pos + 1]}  # names unique along a nest
+            out.setdefault(pos, []).append((alloc, self.stage_stmt(p_st, region, enclosing)))
+        return out
+
+    def infer_region(self, p_st: Stage, nest: _Nest, pos: int, body: Expr) -> Region:
+        ranged: dict[Expr, Range] = {
+            v: (0, e - 1) for v, e in zip(nest.vars[pos + 1 :], nest.extents[pos + 1 :], strict=True)
+        }
+        accesses = [n for n in walk(body) if isinstance(n, TensorLoad) and n.tensor is p_st.tensor]
+        region = []
+        for d, full in enumerate(p_st.tensor.shape):
+            bounds = [sym_bound(simplify(a.indices[d], self.ranges), ranged) for a in accesses]
+            region.append(self._dim_region([b for b in bounds if b is not None], len(bounds), full))
+        return tuple(region)
+
+    def _dim_region(self, bounds: list[tuple[Expr, Expr]], n: int, full: int) -> tuple[Expr, int]:
+        if not bounds or len(bounds) != n:
+            return Const(0), full
+        lo, hi = bounds[0]
+        for b_lo, b_hi in bounds[1:]:
+            lo, hi = BinOp("min", lo, b_lo), BinOp("max", hi, b_hi)
+        lo = simplify(lo, self.ranges)
+        extent = simplify(hi - lo + 1, self.ranges)
+        r = int_range(extent, self.ranges)
+        if r is None or r[1] >= full:
+            return Const(0), full
+        return lo, max(r[1], 1)
+
+    # ---- assembling loops ----------------------------------------------------------------
+    def assemble(self, nest: _Nest, body: Expr, producers: Producers) -> Stmt:
+        st = nest.stage
+        own = self.realized[id(st.tensor)]
+        coords = [nest.coords[a] for a in st.op.axis]
+        index = flatten([_offset(c, b) for c, b in zip(coords, own.bases, strict=True)], own.buffer.shape)
+        conds: Conds = {}
+        for c in nest.conds:
+            conds.setdefault(nest.level(c), []).append(c)
+        positions = list(range(len(nest.leaves)))
+        if not isinstance(body, Reduce):
+            inner: Stmt = _hoist_selects(Store(own.buffer, index, self.to_loads(body)))
+            return self.wrap(nest, -1, conds, {}, self.loops(nest, positions, inner, conds, producers))
+        acc = Load(own.buffer, index)
+        update = BinOp(COMBINE[body.combiner], acc, self.to_loads(body.source))
+        first_red = next(p for p, a in enumerate(nest.leaves) if a.kind == "reduce")
+        suffix = positions[first_red:]
+        init_pos = [p for p in suffix if nest.leaves[p].kind == "data"]
+        init = self.loops(nest, init_pos, Store(own.buffer, index, body.identity), conds, {})
+        upd = self.loops(nest, suffix, _hoist_selects(Store(own.buffer, index, update)), conds, producers)
+        stmt = self.loops(nest, positions[:first_red], Seq((init, upd)), conds, producers)
+        return self.wrap(nest, -1, conds, {}, stmt)
+
+    def loops(
+        self, nest: _Nest, positions: list[int], inner: Stmt, conds: Conds, producers: Producers
+    ) -> Stmt:
+        body = inner
+        for p in reversed(positions):
+            body = self.wrap(nest, p, conds, producers, body)
+            kind = nest.stage.kinds.get(nest.leaves[p], ForKind.SERIAL)
+            body = For(nest.vars[p], Const(0), Const(nest.extents[p]), kind, body)
+        return body
+
+    def wrap(self, nest: _Nest, p: int, conds: Conds, producers: Producers, body: Stmt) -> Stmt:
+        """Producers computed at loop position p, then the guards of that level, around body."""
+        for buf, stmt in reversed(producers.get(p, [])):
+            body = Seq((stmt, body))
+            if buf is not None:
+                body = Allocate(buf, body)
+        if conds.get(p):
+            body = If(_all(conds[p]), body)
+        return body
+
+
+def lower(sched: Schedule, args: Sequence[Tensor], name: str = "main", *, passes: bool = True) -> LoopFunc:
+    """The loop function computing `sched`; `args` (inputs and outputs) become its parameters.
+    `passes=False` returns the IR before simplify / vectorize / unroll."""
+    lw = _Lowerer(sched, args)
+    func = LoopFunc(name, tuple(lw.params), lw.run())
+    if passes:
+        func = simplify(func)
+        func = vectorize(func)
+        func = simplify(unroll(func))
+    verify(func, check_bounds=passes)
+    return func
