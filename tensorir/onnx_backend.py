@@ -3,8 +3,9 @@
     rep = TirBackend.prepare(model, device="CPU", target="ref")
     outputs = rep.run([x, y])
 
-`target` picks the executor: "ref" runs the numpy references (the oracle); later
-backends (compiled host code, OpenCL) plug in under their target names.
+`target` picks the executor: "ref" runs the numpy references (the oracle); "host"
+compiles every op for this CPU (compute definition + default schedule + LLVM) and runs
+the kernels. Later backends (OpenCL) plug in under their target names.
 Inputs whose values fix a static shape (e.g. a Reshape target passed as a graph
 input) are specialized as constants at run time, as a static-shape compiler must.
 """
@@ -21,7 +22,7 @@ from onnx.backend.base import Backend, BackendRep, namedtupledict
 from tensorir.frontend.onnx import check_supported, from_onnx
 from tensorir.runtime.reference import run_reference
 
-_TARGETS = ("ref",)
+_TARGETS = ("ref", "host")
 
 
 class TirBackendRep(BackendRep):
@@ -39,7 +40,13 @@ class TirBackendRep(BackendRep):
             feeds = dict(zip(self.input_names, arrays, strict=False))
         shapes = {k: np.asarray(v).shape for k, v in feeds.items()}
         graph = from_onnx(self.model, input_shapes=shapes, input_values=feeds)
-        outs = run_reference(graph, {n: feeds[n] for n in graph.input_names()})
+        feeds = {n: feeds[n] for n in graph.input_names()}
+        if self.target == "ref":
+            outs = run_reference(graph, feeds)
+        else:
+            from tensorir.runtime.executor import CompiledGraph
+
+            outs = CompiledGraph(graph, self.target).run(feeds)
         return namedtupledict("Outputs", [n for n, _ in graph.outputs])(*outs)
 
 

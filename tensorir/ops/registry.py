@@ -54,6 +54,29 @@ def register_op(name: str, infer: InferFn, **extra: Any) -> Callable[[RefFn], Re
     return deco
 
 
+def register_compute(name: str, schedule: Callable | None = None) -> Callable[[Callable], Callable]:
+    """Attach a compute definition (and optionally a default schedule) to a registered op.
+
+    A compute takes te placeholders positionally and the attributes as keywords and
+    returns the output tensor(s); a schedule is `schedule(s, outputs, target)`.
+
+        @register_compute("relu", schedule=schedule_injective)
+        def relu_compute(x, **attrs):
+            return compute(x.shape, lambda *i: max_(x[i], 0.0), name="relu")
+    """
+
+    def deco(fn: Callable) -> Callable:
+        opdef = OPS[name]
+        if "compute" in opdef.extra:
+            raise RuntimeError(f"op '{name}' has two compute definitions")
+        opdef.extra["compute"] = fn
+        if schedule is not None:
+            opdef.extra["schedule"] = schedule
+        return fn
+
+    return deco
+
+
 def get_op(name: str) -> OpDef:
     _load_all()
     try:
@@ -82,5 +105,5 @@ def _load_all() -> None:
     import tensorir.ops as pkg
 
     for mod in pkgutil.iter_modules(pkg.__path__):
-        if mod.name not in ("registry", "infer"):
+        if mod.name not in ("registry", "infer", "kernel"):
             importlib.import_module(f"tensorir.ops.{mod.name}")

@@ -11,7 +11,7 @@ import onnx
 from tensorir.frontend.onnx import supported_op_types
 
 NODE_DATA = Path(os.path.dirname(onnx.__file__)) / "backend" / "test" / "data" / "node"
-EXCLUSIONS = Path(__file__).with_name("node_test_exclusions.txt")
+HERE = Path(__file__).parent
 
 
 @functools.cache
@@ -26,10 +26,12 @@ def supported_node_tests() -> list[str]:
     return names
 
 
-def excluded_tests() -> dict[str, str]:
-    """test name -> reason, from node_test_exclusions.txt (`name  # reason`)."""
+def excluded_tests(pattern: str = "node_test_exclusions.txt") -> dict[str, str]:
+    """test name -> reason, from the exclusion files beside this one matching `pattern`
+    (one test a line: `name  # reason`)."""
     out = {}
-    for line in EXCLUSIONS.read_text().splitlines():
+    text = "\n".join(p.read_text() for p in sorted(HERE.glob(pattern)))
+    for line in text.splitlines():
         line = line.strip()
         if line and not line.startswith("#"):
             name, _, reason = line.partition("#")
