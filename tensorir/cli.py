@@ -46,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("inspect", help="inputs, outputs, op histogram, parameters and FLOPs of a model")
     _add_model_args(p)
+    p.add_argument("--plan", action="store_true", help="also report the static memory plan")
     p.set_defaults(func=_cmd_inspect)
 
     p = sub.add_parser("run", help="run a model on given or random inputs")
@@ -62,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _cmd_inspect(args: argparse.Namespace) -> int:
     from tensorir.tools.inspect import inspect_model
 
-    print(inspect_model(args.model, dict(parse_shape_arg(s) for s in args.input_shape)))
+    print(inspect_model(args.model, dict(parse_shape_arg(s) for s in args.input_shape), plan=args.plan))
     return 0
 
 

@@ -12,6 +12,8 @@ import onnx.helper
 from tensorir.errors import TirError
 from tensorir.frontend.onnx import check_supported, from_onnx, load_model
 from tensorir.graph.flops import graph_flops
+from tensorir.graph.graph import Graph
+from tensorir.passes.memory_plan import plan_memory
 
 
 def _dims(vi: onnx.ValueInfoProto) -> str:
@@ -29,7 +31,9 @@ def _human(n: float, unit: str = "") -> str:
     return f"{n}{unit}"
 
 
-def inspect_model(path: str, input_shapes: Mapping[str, Sequence[int]] | None = None) -> str:
+def inspect_model(
+    path: str, input_shapes: Mapping[str, Sequence[int]] | None = None, plan: bool = False
+) -> str:
     model = load_model(path)
     g = model.graph
     inits = {t.name for t in g.initializer}
@@ -56,8 +60,23 @@ def inspect_model(path: str, input_shapes: Mapping[str, Sequence[int]] | None = 
         return "\n".join(lines)
     lines.append("unsupported: none")
     try:
-        flops = graph_flops(from_onnx(model, input_shapes=input_shapes))
-        lines.append(f"FLOPs: {_human(flops)} ({flops:,})")
+        graph = from_onnx(model, input_shapes=input_shapes)
     except TirError as e:
         lines.append(f"FLOPs: n/a ({e})")
+        return "\n".join(lines)
+    flops = graph_flops(graph)
+    lines.append(f"FLOPs: {_human(flops)} ({flops:,})")
+    if plan:
+        lines += _plan_lines(graph)
     return "\n".join(lines)
+
+
+def _plan_lines(graph: Graph) -> list[str]:
+    p = plan_memory(graph)
+    lb, nr = max(p.lower_bound, 1), max(p.no_reuse, 1)
+    return [
+        "memory plan (activations, one workspace):",
+        f"  planned workspace  {p.workspace:>14,} B  ({_human(p.workspace, 'B')}, {len(p.buffers)} tensors)",
+        f"  no-reuse total     {p.no_reuse:>14,} B  (planned = {p.workspace / nr:.3f} x)",
+        f"  lower bound        {p.lower_bound:>14,} B  (planned = {p.workspace / lb:.3f} x)",
+    ]

@@ -1,0 +1,71 @@
+"""Static memory plan: lifetimes, reuse, aliases, and the workspace bounds on the zoo."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from benchmarks.zoo import build
+from tensorir.frontend.onnx import from_onnx
+from tensorir.graph.graph import Graph
+from tensorir.graph.types import TensorType
+from tensorir.passes.memory_plan import plan_memory
+
+
+def _chain(n: int, shape=(256,)) -> Graph:
+    """x -> relu -> relu -> ... (n ops): at most two intermediates alive at once."""
+    g = Graph("chain")
+    v = g.add_input("x", TensorType(shape))
+    for _ in range(n):
+        (v,) = g.add_node("relu", [v])
+    g.set_outputs([("y", v)])
+    return g
+
+
+def test_chain_reuses_two_buffers():
+    plan = plan_memory(_chain(6))
+    # 5 intermediates (the last op writes the output), 1 KiB each; ping-pong needs two
+    assert plan.no_reuse == 5 * 1024
+    assert plan.lower_bound == 2 * 1024
+    assert plan.workspace == 2 * 1024
+    offsets = [b.offset for b in sorted(plan.buffers, key=lambda b: b.start)]
+    assert all(a != b for a, b in itertools.pairwise(offsets))
+
+
+def test_live_tensors_never_overlap_in_memory():
+    g = Graph("diamond")
+    x = g.add_input("x", TensorType((64,)))
+    (a,) = g.add_node("relu", [x])
+    (b,) = g.add_node("exp", [x])
+    (c,) = g.add_node("add", [a, b])
+    (d,) = g.add_node("mul", [c, a])  # keeps a alive past c
+    (y,) = g.add_node("neg", [d])
+    g.set_outputs([("y", y)])
+    plan = plan_memory(g)
+    for p in plan.buffers:
+        for q in plan.buffers:
+            if p is not q and p.overlaps_in_time(q):
+                assert p.offset + p.size <= q.offset or q.offset + q.size <= p.offset
+
+
+def test_reshape_aliases_its_input():
+    g = Graph("alias")
+    x = g.add_input("x", TensorType((4, 16)))
+    (a,) = g.add_node("relu", [x])
+    (r,) = g.add_node("reshape", [a], {"shape": (64,)})
+    (y,) = g.add_node("exp", [r])
+    g.set_outputs([("y", y)])
+    plan = plan_memory(g)
+    assert len(plan.buffers) == 1
+    assert plan.offsets[r] == plan.offsets[a]
+
+
+@pytest.mark.parametrize("name", ["mobilenet_v2_224", "resnet50"])
+def test_zoo_plan_meets_targets(name):
+    plan = plan_memory(from_onnx(build(name)))
+    print(name, plan.summary())
+    assert plan.workspace <= 1.1 * plan.lower_bound
+    assert plan.workspace <= 0.5 * plan.no_reuse
+    assert np.isfinite(plan.workspace)
