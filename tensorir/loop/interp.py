@@ -301,11 +301,21 @@ def stmt_fn(s: Stmt) -> StmtFn:
     return builder(s)
 
 
+def with_scratch(func: LoopFunc, args: Sequence[Any]) -> list[Any]:
+    """`args`, plus fresh workspace arrays when the caller left the scratch params out."""
+    n = func.attrs.get("num_scratch", 0)
+    if not n or len(args) != len(func.params) - n:
+        return list(args)
+    extra = [np.empty(b.shape, _np_dtype(b.dtype)) for b in func.params[len(args) :]]
+    return [*args, *extra]
+
+
 def compile_func(func: LoopFunc) -> Callable[[Sequence[Any]], None]:
     """`func` as a Python callable taking its arguments in parameter order."""
     body = stmt_fn(func.body)
 
     def call(args: Sequence[Any]) -> None:
+        args = with_scratch(func, args)
         if len(args) != len(func.params):
             raise InterpError(f"{func.name} takes {len(func.params)} arguments, got {len(args)}")
         bufs: Env = {}

@@ -66,6 +66,13 @@ def run_op(
     func = op_kernel(op, in_types, attrs, target)
     out_types = get_op(op).infer(in_types, attrs)
     outs = [np.empty(t.shape, np_dtype(t.dtype)) for t in out_types]
-    args = [np.ascontiguousarray(a) for a in inputs]
-    compile_host(func, target)(*args, *outs)
+    args = [np.require(a, requirements="C") for a in inputs]  # ascontiguousarray makes 0-d 1-d
+    compile_host(func, target)(*args, *outs, *scratch_arrays(func))
     return outs
+
+
+def scratch_arrays(func: LoopFunc) -> list[np.ndarray]:
+    """Fresh workspace for the intermediates `func` keeps outside registers."""
+    n = func.attrs.get("num_scratch", 0)
+    bufs = func.params[len(func.params) - n :] if n else ()
+    return [np.empty(b.shape, np_dtype(b.dtype)) for b in bufs]

@@ -14,7 +14,7 @@ import numpy as np
 
 from tensorir.graph.graph import Graph, Value
 from tensorir.graph.types import np_dtype
-from tensorir.ops.kernel import op_kernel
+from tensorir.ops.kernel import op_kernel, scratch_arrays
 from tensorir.runtime.jit import HostKernel, compile_host
 from tensorir.runtime.reference import check_inputs
 from tensorir.target import Target, get_target
@@ -27,11 +27,13 @@ class CompiledGraph:
         self.graph = graph
         self.target = get_target(target)
         self.kernels: dict[int, HostKernel] = {}
+        self.scratch: dict[int, list[np.ndarray]] = {}
         for nid in graph.op_nodes():
             node = graph.node(nid)
             in_types = [graph.type_of(v) for v in graph.inputs_of(nid)]
             func = op_kernel(node.op, in_types, node.attr, self.target, name=node.op)
             self.kernels[nid] = compile_host(func, self.target)
+            self.scratch[nid] = scratch_arrays(func)
 
     def run(self, inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
         g = self.graph
@@ -40,13 +42,13 @@ class CompiledGraph:
         for nid in g.topo_order():
             node = g.node(nid)
             if node.op == "input":
-                values[Value(nid)] = np.ascontiguousarray(feeds[node.name])
+                values[Value(nid)] = np.require(feeds[node.name], requirements="C")  # keeps 0-d shapes
             elif node.op == "constant":
-                values[Value(nid)] = np.ascontiguousarray(node.value)
+                values[Value(nid)] = np.require(node.value, requirements="C")
             else:
                 args = [values[v] for v in g.inputs_of(nid)]
                 outs = [np.empty(t.shape, np_dtype(t.dtype)) for t in node.outputs]
-                self.kernels[nid](*args, *outs)
+                self.kernels[nid](*args, *outs, *self.scratch[nid])
                 for i, o in enumerate(outs):
                     values[Value(nid, i)] = o
         return [values[v] for _, v in g.outputs]

@@ -101,6 +101,7 @@ class HostKernel:
         self._stored = set(usage(func.body).stored)
         self._align = int(func.attrs.get("align") or 1)
         self._last: tuple[tuple, list] | None = None
+        self._scratch: tuple[np.ndarray, ...] | None = None
 
     def __repr__(self) -> str:
         return f"HostKernel({self.symbol!r}, params={[p.name for p in self.func.params]})"
@@ -124,6 +125,11 @@ class HostKernel:
 
     def _args(self, args: tuple) -> list:
         params = self.func.params
+        n_scratch = self.func.attrs.get("num_scratch", 0)
+        if n_scratch and len(args) == len(params) - n_scratch:
+            if self._scratch is None:  # the caller left the workspace to us
+                self._scratch = tuple(np.empty(b.shape, np_dtype(b.dtype)) for b in params[len(args) :])
+            args = (*args, *self._scratch)
         if len(args) != len(params):
             names = ", ".join(p.name for p in params)
             raise InputError(f"{self.func.name} takes {len(params)} arguments ({names}), got {len(args)}")

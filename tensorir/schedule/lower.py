@@ -14,10 +14,12 @@ loops that follow the first reduction loop) then an update nest:
         for k in range(0, 32):
           C[i*16 + j] = C[i*16 + j] + A[i*32 + k]*B[k*16 + j]
 
-Intermediates not in the arguments are allocated around the whole body (scope "global":
-a heap temporary; "local" after cache_write). Non-dividing splits and regions that can run
-past a tensor's edge get `If` guards. An `if_then_else` whose arms read memory becomes an
-`If` around the store (a `Select` evaluates both arms). Then: simplify, vectorize, unroll
+Intermediates not in the arguments become extra *scratch* parameters after them (scope
+"global": the caller passes workspace memory, `func.attrs["num_scratch"]` says how many);
+"local" buffers (cache_write, compute_at) are allocated inside the kernel. Non-dividing
+splits and regions that can run past a tensor's edge get `If` guards. An `if_then_else`
+whose arms may read out of bounds (or divide an integer by a variable) becomes an `If`
+around the store (a `Select` evaluates both arms). Then: simplify, vectorize, unroll
 (<= 64 iterations expanded), simplify, verify.
 """
 
@@ -173,15 +175,34 @@ def sym_bound(e: Expr, ranged: dict[Expr, Range]) -> tuple[Expr, Expr] | None:
     return None
 
 
-def _hoist_selects(s: Store) -> Stmt:
-    """store(..., f(select(c, a, b))) -> if c: store(f(a)) else: store(f(b)) when a or b
-    reads memory (a Select evaluates both arms; an out-of-range arm must not be read)."""
+def _unsafe_arm(arm: Expr, ranges: dict[Expr, Range]) -> bool:
+    """Whether evaluating `arm` unconditionally could fault: a load whose index may leave its
+    buffer over the loop ranges, or an integer division by a non-constant."""
+    for x in walk(arm):
+        if isinstance(x, Load):
+            r = int_range(x.index, ranges)
+            if r is None or r[0] < 0 or r[1] >= x.buffer.size:
+                return True
+        divides = isinstance(x, BinOp) and x.op in ("/", "//", "%") and not isinstance(x.b, Const)
+        if divides and not x.dtype.startswith("float"):
+            return True
+    return False
+
+
+def _hoist_selects(s: Store, ranges: dict[Expr, Range]) -> Stmt:
+    """store(..., f(select(c, a, b))) -> if c: store(f(a)) else: store(f(b)) when evaluating
+    a or b could fault (a Select evaluates both arms; an out-of-range arm must not be read).
+    In-bounds arms stay a Select, which vectorizes."""
     for n in walk(s.value):
-        if isinstance(n, Select) and any(isinstance(x, Load) for arm in (n.a, n.b) for x in walk(arm)):
+        if isinstance(n, Select) and any(_unsafe_arm(arm, ranges) for arm in (n.a, n.b)):
             then = Store(s.buffer, s.index, substitute(s.value, {n: n.a}))
             other = Store(s.buffer, s.index, substitute(s.value, {n: n.b}))
-            return If(n.cond, _hoist_selects(then), _hoist_selects(other))
+            return If(n.cond, _hoist_selects(then, ranges), _hoist_selects(other, ranges))
     return s
+
+
+def _loads_of(e: Expr, t: Tensor) -> list[TensorLoad]:
+    return [n for n in walk(e) if isinstance(n, TensorLoad) and n.tensor is t]
 
 
 # ---- the lowerer ---------------------------------------------------------------------
@@ -193,6 +214,8 @@ class _Lowerer:
         self.ranges: dict[Expr, Range] = {}
         self.bodies: dict[int, Expr] = {}
         self.params = [Buffer(t.name, t.shape, t.dtype) for t in self.args]
+        self.scratch: list[Buffer] = []  # root intermediates: workspace the caller passes
+        self.temps: list[Buffer] = []
         self._check_args()
 
     def _is_arg(self, t: Tensor) -> bool:
@@ -250,18 +273,20 @@ class _Lowerer:
     def run(self) -> Stmt:
         for t, buf in zip(self.args, self.params, strict=True):
             self.realized[id(t)] = _Realized(buf, tuple(Const(0) for _ in t.shape))
-        temps = []
         for st in self.sched.stages:
             if st.attach[0] == "at" and st.attach[1].inlined:
                 raise ScheduleError(f"lower: {st.name} is computed at {st.attach[1].name}, which is inlined")
             if st.attach == ("root",) and not self._is_arg(st.tensor):
                 buf = Buffer(st.name, st.tensor.shape, st.tensor.dtype, st.scope)
                 self.realized[id(st.tensor)] = _Realized(buf, tuple(Const(0) for _ in st.tensor.shape))
-                temps.append(buf)
+                if buf.scope == "global":
+                    self.scratch.append(buf)
+                else:
+                    self.temps.append(buf)
         body: Stmt = Seq(
             tuple(self.stage_stmt(st, None, set()) for st in self.sched.stages if st.attach == ("root",))
         )
-        for buf in reversed(temps):
+        for buf in reversed(self.temps):
             body = Allocate(buf, body)
         return body
 
@@ -307,18 +332,21 @@ class _Lowerer:
                 raise ScheduleError(f"lower: {where} has {nest.extents[p]} lanes (max {MAX_LANES})")
 
     def producers(self, nest: _Nest, body: Expr, taken: set[str]) -> Producers:
-        """Build the stages computed at this nest's loops: {position: [(buffer to allocate, stmt)]}."""
+        """Build the stages computed at this nest's loops: {position: [(buffer to allocate, stmt)]}.
+        Regions are inferred consumers first, so a stage read by siblings computed at the same
+        loop (softmax's exp, read by the sum and the output) covers what they read too."""
+        attached = [p for p in self.sched.stages if p.attach[0] == "at" and p.attach[1] is nest.stage]
+        pos_of = {id(p): self._attach_pos(p, nest) for p in attached}
+        regions: dict[int, Region] = {}
+        for p_st in reversed(attached):
+            pos = pos_of[id(p_st)]
+            siblings = [q for q in attached if q is not p_st and pos_of[id(q)] == pos]
+            self._check_consumers(p_st, nest.stage, siblings)
+            readers = [(q, regions[id(q)]) for q in siblings if id(q) in regions and self._reads(q, p_st)]
+            regions[id(p_st)] = self.infer_region(p_st, nest, pos, body, readers)
         out: Producers = {}
-        for p_st in self.sched.stages:
-            if p_st.attach[0] != "at" or p_st.attach[1] is not nest.stage:
-                continue
-            pos = next((i for i, a in enumerate(nest.leaves) if a is p_st.attach[2]), None)
-            if pos is None:
-                where = f"{nest.stage.name}'s axis {p_st.attach[2].name}"
-                raise ScheduleError(
-                    f"lower: {p_st.name} is computed at {where}, which was split or fused away"
-                )
-            region = self.infer_region(p_st, nest, pos, body)
+        for p_st in attached:
+            pos, region = pos_of[id(p_st)], regions[id(p_st)]
             t, alloc = p_st.tensor, None
             if not self._is_arg(t):
                 alloc = Buffer(t.name, tuple(e for _, e in region), t.dtype, "local")
@@ -327,16 +355,55 @@ class _Lowerer:
             out.setdefault(pos, []).append((alloc, self.stage_stmt(p_st, region, enclosing)))
         return out
 
-    def infer_region(self, p_st: Stage, nest: _Nest, pos: int, body: Expr) -> Region:
+    def _attach_pos(self, p_st: Stage, nest: _Nest) -> int:
+        pos = next((i for i, a in enumerate(nest.leaves) if a is p_st.attach[2]), None)
+        if pos is None:
+            where = f"{nest.stage.name}'s axis {p_st.attach[2].name}"
+            raise ScheduleError(f"lower: {p_st.name} is computed at {where}, which was split or fused away")
+        return pos
+
+    def _reads(self, q: Stage, p_st: Stage) -> bool:
+        return any(t is p_st.tensor for t in self.sched.reads(q))
+
+    def _check_consumers(self, p_st: Stage, target: Stage, siblings: list[Stage]) -> None:
+        """Every reader of p_st must be the stage it is computed at or a sibling at that loop."""
+        ok = [target, *siblings]
+        others = [c.name for c in self.sched.consumers(p_st.tensor) if not any(c is o for o in ok)]
+        if others:
+            raise ScheduleError(
+                f"lower: {p_st.name} is computed at a loop of {target.name} but also read by "
+                f"{', '.join(others)} outside that loop"
+            )
+
+    def infer_region(
+        self, p_st: Stage, nest: _Nest, pos: int, body: Expr, readers: Sequence[tuple[Stage, Region]] = ()
+    ) -> Region:
+        """The region of p_st read under loop `pos` of `nest`: by the nest's body over its inner
+        loops, and by each sibling stage in `readers` over its own region."""
         ranged: dict[Expr, Range] = {
             v: (0, e - 1) for v, e in zip(nest.vars[pos + 1 :], nest.extents[pos + 1 :], strict=True)
         }
-        accesses = [n for n in walk(body) if isinstance(n, TensorLoad) and n.tensor is p_st.tensor]
+        items = [(a.indices, ranged) for a in _loads_of(body, p_st.tensor)]
+        for q, q_region in readers:
+            q_body, q_ranged = self._region_view(q, q_region)
+            items += [(a.indices, {**ranged, **q_ranged}) for a in _loads_of(q_body, p_st.tensor)]
         region = []
         for d, full in enumerate(p_st.tensor.shape):
-            bounds = [sym_bound(simplify(a.indices[d], self.ranges), ranged) for a in accesses]
+            bounds = [sym_bound(simplify(ix[d], {**self.ranges, **rng}), rng) for ix, rng in items]
             region.append(self._dim_region([b for b in bounds if b is not None], len(bounds), full))
         return tuple(region)
+
+    def _region_view(self, q: Stage, region: Region) -> tuple[Expr, dict[Expr, Range]]:
+        """q's body with its axes as fresh variables sweeping `region` (reductions: full extent)."""
+        mapping: dict[Expr, Expr] = {}
+        ranged: dict[Expr, Range] = {}
+        for a, (base, ext) in zip(q.op.axis, region, strict=True):
+            v = Var(f"{q.name}.{a.name}")
+            mapping[a], ranged[v] = (v if base == Const(0) else base + v), (0, ext - 1)
+        for a in q.op.reduce_axis:
+            v = Var(f"{q.name}.{a.name}")
+            mapping[a], ranged[v] = v, (0, a.extent - 1)
+        return substitute(self.body_of(q), mapping), ranged
 
     def _dim_region(self, bounds: list[tuple[Expr, Expr]], n: int, full: int) -> tuple[Expr, int]:
         if not bounds or len(bounds) != n:
@@ -362,7 +429,7 @@ class _Lowerer:
             conds.setdefault(nest.level(c), []).append(c)
         positions = list(range(len(nest.leaves)))
         if not isinstance(body, Reduce):
-            inner: Stmt = _hoist_selects(Store(own.buffer, index, self.to_loads(body)))
+            inner: Stmt = _hoist_selects(Store(own.buffer, index, self.to_loads(body)), self.ranges)
             return self.wrap(nest, -1, conds, {}, self.loops(nest, positions, inner, conds, producers))
         acc = Load(own.buffer, index)
         update = BinOp(COMBINE[body.combiner], acc, self.to_loads(body.source))
@@ -370,7 +437,9 @@ class _Lowerer:
         suffix = positions[first_red:]
         init_pos = [p for p in suffix if nest.leaves[p].kind == "data"]
         init = self.loops(nest, init_pos, Store(own.buffer, index, body.identity), conds, {})
-        upd = self.loops(nest, suffix, _hoist_selects(Store(own.buffer, index, update)), conds, producers)
+        upd = self.loops(
+            nest, suffix, _hoist_selects(Store(own.buffer, index, update), self.ranges), conds, producers
+        )
         stmt = self.loops(nest, positions[:first_red], Seq((init, upd)), conds, producers)
         return self.wrap(nest, -1, conds, {}, stmt)
 
@@ -399,7 +468,8 @@ def lower(sched: Schedule, args: Sequence[Tensor], name: str = "main", *, passes
     """The loop function computing `sched`; `args` (inputs and outputs) become its parameters.
     `passes=False` returns the IR before simplify / vectorize / unroll."""
     lw = _Lowerer(sched, args)
-    func = LoopFunc(name, tuple(lw.params), lw.run())
+    body = lw.run()
+    func = LoopFunc(name, (*lw.params, *lw.scratch), body, {"num_scratch": len(lw.scratch)})
     if passes:
         func = simplify(func)
         func = vectorize(func)

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -190,10 +192,24 @@ def _arg_names(fcompute: Callable[..., Any], ndim: int) -> list[str]:
     return [f"i{d}" for d in range(ndim)]
 
 
+_name_prefix: ContextVar[str] = ContextVar("tir_te_name_prefix", default="")
+
+
+@contextmanager
+def name_scope(prefix: str) -> Iterator[None]:
+    """Prefix the names of tensors computed inside, so composed computes stay unique."""
+    token = _name_prefix.set(_name_prefix.get() + prefix)
+    try:
+        yield
+    finally:
+        _name_prefix.reset(token)
+
+
 def compute(
     shape: Sequence[int], fcompute: Callable[..., ExprLike], name: str = "compute", dtype: str | None = None
 ) -> Tensor:
     """A tensor whose element at (i, j, ...) is `fcompute(i, j, ...)`."""
+    name = _name_prefix.get() + name
     shape = _shape(shape)
     axis = tuple(IterVar(n, d) for n, d in zip(_arg_names(fcompute, len(shape)), shape, strict=True))
     body = as_expr(fcompute(*axis), "float32")

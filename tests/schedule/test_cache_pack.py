@@ -69,7 +69,6 @@ def test_pack_input_nchw_to_nchwc():
     Xp = s.pack(X, 1, 2)
     assert Xp.shape == (1, 2, 3, 3, 2)
     assert body(check(s, [X], [Y], lambda x: x * 2)) == (
-        'X_pack = allocate(f32[1,2,3,3,2], "global")\n'
         "for i1 in range(0, 2):\n"
         "  for i2 in range(0, 3):\n"
         "    for i3 in range(0, 3):\n"

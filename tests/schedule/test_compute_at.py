@@ -31,7 +31,6 @@ def run(s, A, C):
 def test_before():
     A, _B, C, s = chain()
     assert run(s, A, C) == (
-        'B = allocate(f32[10,4], "global")\n'
         "for i in range(0, 10):\n"
         "  for j in range(0, 4):\n"
         "    B[i*4 + j] = A[i*4 + j] + 1.0\n"
