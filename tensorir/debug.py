@@ -6,6 +6,8 @@
 
 TIR_DEBUG=1 prints each stage's name and time to stderr; TIR_DEBUG=2 also prints the
 IR the stage produced; TIR_DUMP_DIR=dir writes it to dir/NN_<stage>.txt.
+A pass that did nothing sets `st.changed = False`: its line then ends in "(unchanged)"
+and its (repeated) IR is not printed.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ class StageRecord:
         self.name = name
         self.result: Any = None
         self.seconds = 0.0
+        self.changed: bool | None = None  # False: a pass that left the IR as it was
 
 
 @contextmanager
@@ -37,11 +40,13 @@ def stage(name: str) -> Iterator[StageRecord]:
     yield rec
     rec.seconds = time.perf_counter() - start
     level = config.debug_level()
+    unchanged = rec.changed is False
     if level >= 1:
-        print(f"[tir] {name}: {rec.seconds * 1e3:.1f} ms", file=sys.stderr)
+        note = " (unchanged)" if unchanged else ""
+        print(f"[tir] {name}: {rec.seconds * 1e3:.1f} ms{note}", file=sys.stderr)
     if rec.result is None:
         return
-    if level >= 2:
+    if level >= 2 and not unchanged:
         print(str(rec.result), file=sys.stderr)
     dump = config.dump_dir()
     if dump is not None:

@@ -1,0 +1,136 @@
+"""canonicalize: rewrite ops into the few forms later passes and schedules know.
+
+- `gemm` -> `dense(x, w)` (+ `add` bias): w is (N, K) row-major, as TVM's nn.dense.
+  trans_a/trans_b become compile-time transposes of constant operands, or explicit
+  `transpose` ops otherwise; alpha is folded into a constant operand (or a `mul` after
+  the dense), beta into a constant bias (or a `mul` on it). Integer gemm with alpha != 1
+  or beta not in {0, 1} is left alone (its reference rounds a float product).
+- `matmul(a, W)` with a constant 2-D W -> `dense(a, W.T)`; an `a` of rank != 2 is
+  reshaped to (M, K) before and the result back after.
+- `sub(x, c)` -> `add(x, -c)` and `div(x, c)` -> `mul(x, 1/c)` for a constant float c.
+  `sub(c, x)` and integer division are left alone.
+- `identity` is removed (the ONNX frontend turns inference-mode Dropout into identity).
+
+Flatten-like reshapes are left alone. Before/After:
+
+    %3 = gemm(%x, %w, %b) alpha=1 beta=1 trans_a=0 trans_b=1 : f32[1,10]
+    ->
+    %5 = dense(%x, %w) : f32[1,10]
+    %6 = add(%5, %b) : f32[1,10]
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from tensorir.graph.graph import Graph, Value
+from tensorir.graph.types import np_dtype
+from tensorir.passes import Rule, add_op, const_of, is_float, replace, rewrite
+from tensorir.passes.simplify import forward_input
+
+
+def canonicalize(g: Graph) -> bool:
+    """Rewrite gemm/matmul to dense, sub/div by constants to add/mul; drop identities."""
+    return rewrite(g, RULES)
+
+
+# ---- gemm -> dense ------------------------------------------------------------------
+def _const(g: Graph, array: np.ndarray, dtype: str, name: str = "") -> Value:
+    return g.add_const(np.asarray(array, dtype=np_dtype(dtype), order="C"), name)
+
+
+def _operand(g: Graph, v: Value, transpose: bool, scale: float, dtype: str) -> Value:
+    """v (transposed and scaled as asked): folded into one new constant when v is constant."""
+    value = const_of(g, v)
+    if value is None:
+        return add_op(g, "transpose", [v], {"perm": (1, 0)}) if transpose else v
+    if not transpose and scale == 1:
+        return v
+    array = value.T if transpose else value
+    if scale != 1:
+        array = array.astype(np.float64) * scale
+    return _const(g, array, dtype, g.node(v.node).name)
+
+
+def gemm_to_dense(g: Graph, nid: int) -> bool:
+    node = g.node(nid)
+    at = node.attr
+    a, b, *rest = g.inputs_of(nid)
+    dtype = node.outputs[0].dtype
+    alpha, beta = float(at.get("alpha", 1.0)), float(at.get("beta", 1.0))
+    if not is_float(dtype) and (alpha != 1 or (rest and beta not in (0, 1))):
+        return False
+    # alpha goes into the constant weights, else a constant x, else a mul after the dense
+    w_scale = alpha if const_of(g, b) is not None else 1.0
+    x_scale = alpha if w_scale == 1 and const_of(g, a) is not None else 1.0
+    x = _operand(g, a, bool(at.get("trans_a", 0)), x_scale, dtype)
+    w = _operand(g, b, not at.get("trans_b", 0), w_scale, dtype)
+    y = add_op(g, "dense", [x, w])
+    if alpha != 1 and w_scale == 1 and x_scale == 1:
+        y = add_op(g, "mul", [y, _const(g, alpha, dtype)])
+    if rest and beta != 0:
+        c = rest[0]
+        if beta != 1 and const_of(g, c) is not None:
+            c = _operand(g, c, False, beta, dtype)
+        elif beta != 1:
+            c = add_op(g, "mul", [c, _const(g, beta, dtype)])
+        y = add_op(g, "add", [y, c])
+    return replace(g, nid, [y])
+
+
+# ---- matmul with constant weights -> dense ------------------------------------------
+def matmul_to_dense(g: Graph, nid: int) -> bool:
+    a, b = g.inputs_of(nid)
+    w = const_of(g, b)
+    if w is None or w.ndim != 2:
+        return False
+    k = w.shape[0]
+    out_shape = g.node(nid).outputs[0].shape
+    x = a
+    if g.type_of(a).ndim != 2:
+        m = math.prod(g.type_of(a).shape[:-1])
+        x = add_op(g, "reshape", [a], {"shape": (m, k)})
+    y = add_op(g, "dense", [x, g.add_const(np.asarray(w.T, order="C"), g.node(b.node).name)])
+    if g.type_of(y).shape != out_shape:
+        y = add_op(g, "reshape", [y], {"shape": out_shape})
+    return replace(g, nid, [y])
+
+
+# ---- sub / div by a constant --------------------------------------------------------
+def _float_const_rhs(g: Graph, nid: int) -> tuple[Value, np.ndarray] | None:
+    a, b = g.inputs_of(nid)
+    c = const_of(g, b)
+    if c is None or not is_float(c.dtype.name) or not is_float(g.node(nid).outputs[0].dtype):
+        return None
+    return a, c
+
+
+def sub_to_add(g: Graph, nid: int) -> bool:
+    """x - c -> x + (-c)"""
+    match = _float_const_rhs(g, nid)
+    if match is None:
+        return False
+    a, c = match
+    return replace(g, nid, [add_op(g, "add", [a, g.add_const(-c)])])
+
+
+def div_to_mul(g: Graph, nid: int) -> bool:
+    """x / c -> x * (1/c); x / 0 and x * inf agree (inf, or nan for x = 0)."""
+    match = _float_const_rhs(g, nid)
+    if match is None:
+        return False
+    a, c = match
+    with np.errstate(divide="ignore"):  # in the result's dtype: an f16 c must not round 1/c
+        inv = (1.0 / c.astype(np.float64)).astype(np_dtype(g.node(nid).outputs[0].dtype))
+    return replace(g, nid, [add_op(g, "mul", [a, g.add_const(inv)])])
+
+
+RULES: list[Rule] = [
+    ("gemm", gemm_to_dense),  # gemm(a, b, c) -> dense(a', w) + c'
+    ("matmul", matmul_to_dense),  # matmul(x, W) -> [reshape] dense(x, W.T) [reshape]
+    ("sub", sub_to_add),  # x - c -> x + (-c)
+    ("div", div_to_mul),  # x / c -> x * (1/c)
+    ("identity", forward_input),  # identity(x) -> x
+]

@@ -1,0 +1,240 @@
+"""simplify: reshape/transpose chains, neutral constants, clip -> relu, cast chains,
+elementwise constants moved before a reshape."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tensorir.graph.graph import Graph
+from tensorir.graph.types import TensorType
+from tensorir.passes.simplify import simplify
+
+from .helpers import check_pass, const
+
+
+def test_docstring_example_reshape_and_transpose_chains_and_clip():
+    g = Graph("chain")
+    x = g.add_input("x", TensorType((3, 8)))
+    (r1,) = g.add_node("reshape", [x], {"shape": (6, 4)})
+    (r2,) = g.add_node("reshape", [r1], {"shape": (2, 12)})
+    (t1,) = g.add_node("transpose", [r2], {"perm": (1, 0)})
+    (t2,) = g.add_node("transpose", [t1], {"perm": (1, 0)})
+    (c,) = g.add_node("clip", [t2], {"min": 0.0})
+    g.set_outputs([("y", c)])
+    check_pass(
+        g,
+        simplify,
+        """
+        graph chain(%x: f32[3,8]) {
+          %6 = reshape(%x) shape=(2,12) : f32[2,12]
+          %7 = relu(%6) : f32[2,12]
+          return %7 as y
+        }
+        """,
+    )
+
+
+def test_transpose_pair_composes_to_one_perm():
+    g = Graph("perm")
+    x = g.add_input("x", TensorType((2, 3, 4)))
+    (t1,) = g.add_node("transpose", [x], {"perm": (0, 2, 1)})
+    (t2,) = g.add_node("transpose", [t1], {"perm": (2, 0, 1)})
+    (i,) = g.add_node("transpose", [t2], {"perm": (0, 1, 2)})
+    g.set_outputs([("y", i)])
+    check_pass(
+        g,
+        simplify,
+        """
+        graph perm(%x: f32[2,3,4]) {
+          %4 = transpose(%x) perm=(1,0,2) : f32[3,2,4]
+          return %4 as y
+        }
+        """,
+    )
+
+
+def test_reshape_to_same_shape_and_identity_are_removed():
+    g = Graph("noop")
+    x = g.add_input("x", TensorType((2, 3)))
+    (r,) = g.add_node("reshape", [x], {"shape": (2, 3)})
+    (i,) = g.add_node("identity", [r])
+    (y,) = g.add_node("relu", [i])
+    g.set_outputs([("y", y)])
+    check_pass(
+        g,
+        simplify,
+        """
+        graph noop(%x: f32[2,3]) {
+          %3 = relu(%x) : f32[2,3]
+          return %3 as y
+        }
+        """,
+    )
+
+
+def test_shared_inner_reshape_stays_for_its_other_use():
+    g = Graph("shared")
+    x = g.add_input("x", TensorType((2, 6)))
+    (r1,) = g.add_node("reshape", [x], {"shape": (3, 4)})
+    (r2,) = g.add_node("reshape", [r1], {"shape": (12,)})
+    g.set_outputs([("a", r1), ("b", r2)])
+    check_pass(
+        g,
+        simplify,
+        """
+        graph shared(%x: f32[2,6]) {
+          %1 = reshape(%x) shape=(3,4) : f32[3,4]
+          %3 = reshape(%x) shape=(12,) : f32[12]
+          return %1 as a, %3 as b
+        }
+        """,
+    )
+
+
+def test_neutral_constants_are_dropped_on_either_side():
+    g = Graph("neutral")
+    x = g.add_input("x", TensorType((2, 3)))
+    one, zero = g.add_const(np.ones(3, np.float32)), g.add_const(np.float32(0))
+    (a,) = g.add_node("mul", [one, x])
+    (b,) = g.add_node("add", [a, zero])
+    (c,) = g.add_node("sub", [b, zero])
+    (d,) = g.add_node("div", [c, one])
+    (e,) = g.add_node("mul", [d, one])
+    g.set_outputs([("y", e)])
+    check_pass(
+        g,
+        simplify,
+        """
+        graph neutral(%x: f32[2,3]) {
+          return %x as y
+        }
+        """,
+    )
+
+
+@pytest.mark.parametrize(
+    ("op", "c", "first"),
+    [
+        ("mul", np.ones((4, 1, 3), np.float32), False),  # broadcasts x to a bigger shape
+        ("add", np.zeros(3, np.float64), True),  # result dtype would change
+        ("sub", np.zeros(3, np.float32), True),  # 0 - x is not x
+        ("mul", np.array([1, 1, 2], np.float32), False),  # not all ones
+    ],
+    ids=["broadcast", "dtype", "zero-minus-x", "not-neutral"],
+)
+def test_neutral_looking_constants_that_change_the_result_stay(op, c, first):
+    g = Graph("keep")
+    x = g.add_input("x", TensorType((2, 3)))
+    k = g.add_const(c)
+    (y,) = g.add_node(op, [k, x] if first else [x, k])
+    g.set_outputs([("y", y)])
+    check_pass(g, simplify, None)
+
+
+@pytest.mark.parametrize(
+    ("attrs", "expect"),
+    [
+        ({"min": 0.0, "max": float("inf")}, "relu"),
+        ({"min": 0}, "relu"),
+        ({}, None),
+        ({"min": 0.0, "max": 6.0}, "clip"),
+        ({"min": -1.0}, "clip"),
+    ],
+)
+def test_clip_bounds(attrs, expect):
+    g = Graph("clip")
+    x = g.add_input("x", TensorType((2, 3)))
+    (y,) = g.add_node("clip", [x], attrs)
+    g.set_outputs([("y", y)])
+    before = [g.node(n).op for n in g.op_nodes()]
+    changed = simplify(g)
+    assert [g.node(n).op for n in g.op_nodes()] == ([expect] if expect else [])
+    assert changed == (before != [g.node(n).op for n in g.op_nodes()])
+
+
+def test_cast_chains():
+    g = Graph("casts")
+    x = g.add_input("x", TensorType((4,), "float16"))
+    (a,) = g.add_node("cast", [x], {"to": "float32"})
+    (b,) = g.add_node("cast", [a], {"to": "float32"})  # same dtype again
+    (c,) = g.add_node("cast", [b], {"to": "float64"})  # f16 -> f32 exact: reads x
+    (d,) = g.add_node("cast", [x], {"to": "float16"})  # to its own dtype
+    g.set_outputs([("c", c), ("d", d)])
+    check_pass(
+        g,
+        simplify,
+        """
+        graph casts(%x: f16[4]) {
+          %5 = cast(%x) to=float64 : f64[4]
+          return %5 as c, %x as d
+        }
+        """,
+    )
+
+
+def test_lossy_cast_round_trip_stays():
+    g = Graph("lossy")
+    x = g.add_input("x", TensorType((4,), "float32"))
+    (a,) = g.add_node("cast", [x], {"to": "float16"})
+    (b,) = g.add_node("cast", [a], {"to": "float32"})
+    (i,) = g.add_node("cast", [g.add_input("i", TensorType((4,), "int64"))], {"to": "float64"})
+    (j,) = g.add_node("cast", [i], {"to": "int32"})  # int64 -> f64 is not exact
+    g.set_outputs([("y", b), ("j", j)])
+    check_pass(g, simplify, None)
+
+
+def test_exact_int_cast_chain_is_shortened():
+    g = Graph("ints")
+    x = g.add_input("x", TensorType((4,), "int16"))
+    (a,) = g.add_node("cast", [x], {"to": "float32"})
+    (b,) = g.add_node("cast", [a], {"to": "int64"})
+    g.set_outputs([("y", b)])
+    check_pass(
+        g,
+        simplify,
+        """
+        graph ints(%x: i16[4]) {
+          %3 = cast(%x) to=int64 : i64[4]
+          return %3 as y
+        }
+        """,
+    )
+
+
+def test_bias_moves_before_the_reshape_back_from_dense():
+    g = Graph("bias")
+    x = g.add_input("x", TensorType((6, 4)))
+    (d,) = g.add_node("dense", [x, const(g, (5, 4), 1)])
+    (r,) = g.add_node("reshape", [d], {"shape": (2, 3, 5)})
+    (a,) = g.add_node("add", [r, const(g, (1, 1, 5), 2)])
+    (m,) = g.add_node("mul", [g.add_const(np.float32(0.5)), a])
+    (r2,) = g.add_node("reshape", [m], {"shape": (2, 15)})
+    g.set_outputs([("y", r2)])
+    check_pass(
+        g,
+        simplify,
+        """
+        graph bias(%x: f32[6,4]) {
+          %c1 = constant f32[5,4]
+          %2 = dense(%x, %c1) : f32[6,5]
+          %c6 = constant f32[] [0.5]
+          %c9 = constant f32[5] [ 0.18905339,-0.5227485 ,-0.41306356,-2.4414673 , 1.7997074 ]
+          %10 = add(%2, %c9) : f32[6,5]
+          %12 = mul(%c6, %10) : f32[6,5]
+          %14 = reshape(%12) shape=(2,15) : f32[2,15]
+          return %14 as y
+        }
+        """,
+    )
+
+
+def test_constant_varying_along_other_axes_stays_after_reshape():
+    g = Graph("keep")
+    x = g.add_input("x", TensorType((6, 5)))
+    (r,) = g.add_node("reshape", [x], {"shape": (2, 3, 5)})
+    (a,) = g.add_node("add", [r, const(g, (3, 1), 2)])
+    (r2,) = g.add_node("reshape", [x], {"shape": (3, 10)})
+    (b,) = g.add_node("add", [r2, const(g, (10,), 3)])  # last axis changed by the reshape
+    g.set_outputs([("a", a), ("b", b)])
+    check_pass(g, simplify, None)
