@@ -8,11 +8,11 @@ Graph passes (tensorir/passes/, one file each; API in passes/__init__.py):
     simplify         algebraic identities (reshape/transpose chains, x*1, clip -> relu, ...)
       (these four repeat until none changes the graph: folding a transposed weight
        makes a matmul canonicalize can turn into dense, and so on)
-    fuse_ops         (to come) elementwise/activation/bias into conv/dense epilogues
     layout           (to come) NCHW -> NCHW[x]c on CPU, NC4HW4 / image layout on GPU
     dead_code        drop nodes no output depends on
     cse              merge duplicate nodes and small duplicate constants
-    memory_plan      (to come) static buffer reuse, passes/memory_plan.py
+    fuse_ops         elementwise/activation/bias/residual into conv/dense/matmul epilogues
+    memory_plan      static buffer reuse (passes/memory_plan.py), run by the compiler
 
 Each pass runs in a `debug.stage`: TIR_DEBUG=1 prints its name and time, TIR_DEBUG=2 the
 graph after it ("(unchanged)" when it did nothing), TIR_DUMP_DIR=dir writes one file per
@@ -30,13 +30,15 @@ from tensorir.passes.cse import cse
 from tensorir.passes.dead_code import dead_code
 from tensorir.passes.fold_batchnorm import fold_batchnorm
 from tensorir.passes.fold_constants import fold_constants
+from tensorir.passes.fuse_ops import fuse_ops
 from tensorir.passes.simplify import simplify
 
 MAX_ROUNDS = 4  # of the loop below; a round runs only if the one before changed the graph
 
 
-def optimize(g: Graph) -> Graph:
-    """Run the graph passes on a copy of `g` and return it (`g` is left as it was)."""
+def optimize(g: Graph, fuse: bool = True) -> Graph:
+    """Run the graph passes on a copy of `g` and return it (`g` is left as it was).
+    `fuse=False` stops before operator fusion (one kernel per op)."""
     g = copy_graph(g)
     for round_ in range(1, MAX_ROUNDS + 1):
         tag = "" if round_ == 1 else f" (round {round_})"
@@ -46,12 +48,12 @@ def optimize(g: Graph) -> Graph:
         changed |= run(simplify, g, "simplify" + tag)
         if not changed:
             break
-    # fuse_ops: group anchor ops (conv, dense, matmul, pool) with their elementwise
-    #   epilogues (bias add, batch-norm mul/add, relu, clip) -> fused groups = tasks.
-    # layout: NCHW -> NCHW[x]c (CPU) or NC4HW4 / image layout (GPU), inserting
-    #   layout_transform ops at group boundaries; needs the Target.
     run(dead_code, g, "dead code")
     run(cse, g, "cse")
+    if fuse:  # anchor ops (conv, dense, matmul, pool) + elementwise epilogues -> fused groups
+        run(fuse_ops, g, "fuse ops")
+    # layout: NCHW -> NCHW[x]c (CPU) or NC4HW4 / image layout (GPU), inserting
+    #   layout_transform ops at group boundaries; needs the Target.
     # memory_plan: static offsets for every intermediate in one workspace
     #   (passes/memory_plan.py: plan_memory(g)), after the graph is final.
     return g

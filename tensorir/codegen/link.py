@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from tensorir import config
+from tensorir.codegen.entry import ENTRY_LIBC_SYMBOLS
 from tensorir.codegen.llvm import LLVM_LOCK, emit_object, symbol_name, target_machine
 from tensorir.codegen.llvm_types import np_dtype
 from tensorir.codegen.parallel import LIBC_SYMBOLS
@@ -37,6 +38,7 @@ from tensorir.target import Target, get_target
 SYSROOT = Path("/usr/aarch64-linux-gnu")
 APT_PACKAGES = "qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross lld-14 llvm-14"
 _APT = "apt-get install -y --no-install-recommends"
+ALL_LIBC_SYMBOLS = (*LIBC_SYMBOLS, *ENTRY_LIBC_SYMBOLS)  # what generated code may import
 _VERSIONS = ("", "-22", "-21", "-20", "-19", "-18", "-17", "-16", "-15", "-14")
 
 
@@ -66,12 +68,12 @@ def _stub_libc(target: Target) -> Path:
     """A bionic-named libc.so defining only the runtime's libc symbols (Android links)."""
     import llvmlite.binding as llvm
 
-    key = hashlib.sha1(f"{target.triple}{LIBC_SYMBOLS}".encode()).hexdigest()[:12]
+    key = hashlib.sha1(f"{target.triple}{ALL_LIBC_SYMBOLS}".encode()).hexdigest()[:12]
     d = _work_dir(f"stub-libc-{key}")
     so = d / "libc.so"
     if so.exists():
         return so
-    text = "\n".join(f"define void @{s}() {{\n  ret void\n}}" for s in LIBC_SYMBOLS)
+    text = "\n".join(f"define void @{s}() {{\n  ret void\n}}" for s in ALL_LIBC_SYMBOLS)
     obj, tmp = d / f"stub.{os.getpid()}.o", d / f"libc.so.{os.getpid()}"
     with LLVM_LOCK:
         mod = llvm.parse_assembly(f'target triple = "{target.triple}"\n{text}\n')
@@ -82,9 +84,17 @@ def _stub_libc(target: Target) -> Path:
     return so
 
 
+HOST_LIBC = (Path("/lib/x86_64-linux-gnu/libc.so.6"), Path("/usr/lib/x86_64-linux-gnu/libc.so.6"))
+
+
 def _libc_args(target: Target) -> list[str]:
     if target.is_android:
         return [str(_stub_libc(target))]
+    if target.arch == "x86_64":
+        for libc in HOST_LIBC:
+            if libc.exists():
+                return [str(libc)]
+        raise TirError("the host glibc (libc.so.6) was not found to link against")
     libc = SYSROOT / "lib" / "libc.so.6"
     if target.arch == "aarch64" and "linux-gnu" in target.triple:
         if not libc.exists():
@@ -126,7 +136,7 @@ def link_shared(
     cmd += ["--hash-style=both", "-soname", soname or out.name, "-o", str(out), *map(str, objects)]
     if target.is_android:
         cmd += ["-z", "max-page-size=16384"]
-    if any(undefined_symbols(o) & set(LIBC_SYMBOLS) for o in objects):
+    if any(undefined_symbols(o) & set(ALL_LIBC_SYMBOLS) for o in objects):
         cmd += _libc_args(target)
     _run(cmd, "ld.lld")
     return out

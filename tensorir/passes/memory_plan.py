@@ -47,6 +47,7 @@ class Buffer:
 class MemoryPlan:
     buffers: list[Buffer]
     offsets: dict[Value, int]  # every planned value (incl. aliases) -> byte offset
+    scratch_offsets: dict[int, list[int]]  # node id -> offsets of its kernel's scratch buffers
     workspace: int
     no_reuse: int
     lower_bound: int
@@ -61,14 +62,19 @@ class MemoryPlan:
         )
 
 
-def _root(g: Graph, v: Value, steps: dict[int, int]) -> Value:
-    """Follow alias ops back to the value that owns the bytes."""
+def storage_root(g: Graph, v: Value) -> Value:
+    """The value whose bytes `v` views: follow reshape/identity back to an op's output.
+    An alias of a graph input or constant is not followed: it gets its own buffer."""
     while g.node(v.node).op in ALIAS_OPS:
         (src,) = g.inputs_of(v.node)
-        if src.node not in steps:  # an alias of an input or constant owns nothing to share
+        if g.node(src.node).op in ("input", "constant"):
             return v
         v = src
     return v
+
+
+def _root(g: Graph, v: Value, steps: dict[int, int]) -> Value:
+    return storage_root(g, v)
 
 
 def _lifetimes(g: Graph) -> dict[Value, Buffer]:
@@ -119,9 +125,17 @@ def _place(buffers: list[Buffer]) -> int:
     return top
 
 
-def plan_memory(g: Graph) -> MemoryPlan:
-    """Assign workspace offsets to the intermediates of `g` (execution order: topological)."""
+def plan_memory(g: Graph, scratch: dict[int, list[int]] | None = None) -> MemoryPlan:
+    """Assign workspace offsets to the intermediates of `g` (execution order: topological).
+    `scratch`: node id -> byte sizes of the kernel's own temporaries, alive during that node."""
     buffers = list(_lifetimes(g).values())
+    steps = {nid: k for k, nid in enumerate(g.op_nodes())}
+    temps: dict[int, list[Buffer]] = {}
+    for nid, sizes in (scratch or {}).items():
+        temps[nid] = [
+            Buffer(Value(nid, -1 - j), _aligned(n), steps[nid], steps[nid]) for j, n in enumerate(sizes)
+        ]
+        buffers += temps[nid]
     workspace = _place(buffers)
     offsets = {}
     for b in buffers:
@@ -131,6 +145,7 @@ def plan_memory(g: Graph) -> MemoryPlan:
     return MemoryPlan(
         buffers=buffers,
         offsets=offsets,
+        scratch_offsets={nid: [b.offset for b in bs] for nid, bs in temps.items()},
         workspace=workspace,
         no_reuse=sum(b.size for b in buffers),
         lower_bound=_lower_bound(buffers),

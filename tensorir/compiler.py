@@ -1,0 +1,212 @@
+"""Whole-model compilation: ONNX -> optimized graph -> kernels -> one native library.
+
+    build = compile_model("model.onnx", target="host")
+    build.write("out/")        # libmodel.so, model.h, weights.bin (if external), manifest.json
+
+Steps (each in a debug stage): import, graph passes + fusion (pipeline.optimize), one
+kernel per op node (compute + default schedule, or a tuning record's), the memory plan
+over activations and kernel scratch, argument bindings, the entry module (entry.py),
+LLVM objects, the weights blob and the link.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+
+from tensorir import debug
+from tensorir.codegen.entry import Arg, Copy, KernelCall, entry_ir
+from tensorir.errors import TirError
+from tensorir.graph.graph import Graph, Value
+from tensorir.graph.types import TensorType
+from tensorir.loop.ir import LoopFunc
+from tensorir.ops.kernel import op_kernel
+from tensorir.passes.memory_plan import ALIGN, plan_memory, storage_root
+from tensorir.target import Target, get_target
+
+LIB_NAME = "libmodel.so"
+
+
+@dataclass
+class Build:
+    """Everything a compiled model consists of, before it is written to a folder."""
+
+    graph: Graph
+    target: Target
+    kernels: list[LoopFunc]
+    calls: list[KernelCall]
+    copies: list[Copy]
+    ops: list[str]
+    workspace: int
+    weights: bytes
+    manifest: dict[str, Any] = field(default_factory=dict)
+
+    def write(self, out: str | os.PathLike, weights: str = "embedded") -> Path:
+        from tensorir.compiler_link import write_artifact
+
+        return write_artifact(self, Path(out), weights)
+
+
+def _model_bytes(model: onnx.ModelProto | str | os.PathLike) -> bytes:
+    if isinstance(model, onnx.ModelProto):
+        return model.SerializeToString()
+    return Path(model).read_bytes()
+
+
+class _Weights:
+    """Constants the kernels read, packed into one 64-byte aligned blob."""
+
+    def __init__(self) -> None:
+        self.chunks: list[bytes] = []
+        self.size = 0
+        self.offsets: dict[int, int] = {}
+
+    def place(self, nid: int, array: np.ndarray) -> int:
+        if nid not in self.offsets:
+            data = np.ascontiguousarray(array).tobytes()
+            self.offsets[nid] = self.size
+            pad = (-len(data)) % ALIGN
+            self.chunks.append(data + b"\0" * pad)
+            self.size += len(data) + pad
+        return self.offsets[nid]
+
+    def blob(self) -> bytes:
+        return b"".join(self.chunks)
+
+
+class _Binder:
+    """Resolves every tensor of the graph to its storage: input, output, weight, workspace."""
+
+    def __init__(self, g: Graph, offsets: Mapping[Value, int]) -> None:
+        self.g = g
+        self.inputs = {nid: k for k, nid in enumerate(g.graph_inputs())}
+        self.offsets = offsets
+        self.weights = _Weights()
+        self.out_of_root: dict[Value, int] = {}
+        for k, (_, v) in enumerate(g.outputs):
+            root = storage_root(g, v)
+            if g.node(root.node).op not in ("input", "constant"):
+                self.out_of_root.setdefault(root, k)
+
+    def arg(self, v: Value) -> Arg:
+        root = storage_root(self.g, v)
+        node = self.g.node(root.node)
+        if node.op == "input":
+            return Arg("input", self.inputs[root.node])
+        if node.op == "constant":
+            return Arg("weight", self.weights.place(root.node, node.value))
+        if root in self.out_of_root:
+            return Arg("output", self.out_of_root[root])
+        return Arg("workspace", self.offsets[root])
+
+
+def _kernels(g: Graph, target: Target) -> dict[int, LoopFunc]:
+    funcs = {}
+    for k, nid in enumerate(g.op_nodes()):
+        node = g.node(nid)
+        if storage_root(g, Value(nid)) != Value(nid):
+            continue  # a view (reshape of an op's output): no kernel, no copy
+        in_types = [g.type_of(v) for v in g.inputs_of(nid)]
+        label = f"node '{node.name or nid}' ({node.op})"
+        try:
+            funcs[nid] = op_kernel(node.op, in_types, node.attr, target, name=f"tir_k{k}_{node.op}")
+        except TirError as e:
+            raise TirError(f"{label}: {e}") from None
+    return funcs
+
+
+def _scratch_sizes(funcs: Mapping[int, LoopFunc]) -> dict[int, list[int]]:
+    out = {}
+    for nid, f in funcs.items():
+        n = f.attrs.get("num_scratch", 0)
+        bufs = f.params[len(f.params) - n :] if n else ()
+        out[nid] = [TensorType(b.shape, b.dtype).nbytes for b in bufs]
+    return out
+
+
+def _bind(g: Graph, funcs: Mapping[int, LoopFunc], plan) -> tuple[list[KernelCall], list[Copy], _Binder]:
+    binder = _Binder(g, plan.offsets)
+    calls = []
+    for nid, f in funcs.items():
+        args = [binder.arg(v) for v in g.inputs_of(nid)]
+        args += [binder.arg(Value(nid, i)) for i in range(len(g.node(nid).outputs))]
+        args += [Arg("workspace", off) for off in plan.scratch_offsets.get(nid, [])]
+        if len(args) != len(f.params):
+            raise TirError(f"kernel {f.name}: {len(f.params)} parameters but {len(args)} bindings")
+        calls.append(KernelCall(f.name, tuple(args)))
+    copies = []
+    for k, (_, v) in enumerate(g.outputs):
+        src = binder.arg(v)
+        if src != Arg("output", k):
+            copies.append(Copy(Arg("output", k), src, g.type_of(v).nbytes))
+    return calls, copies, binder
+
+
+def _io(g: Graph, values: Sequence[tuple[str, Value]]) -> list[dict[str, Any]]:
+    return [{"name": n, "shape": list(g.type_of(v).shape), "dtype": g.type_of(v).dtype} for n, v in values]
+
+
+def compile_model(
+    model: onnx.ModelProto | str | os.PathLike,
+    target: Target | str = "host",
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+) -> Build:
+    """Compile a whole model for `target` (see the module docstring for the steps)."""
+    from tensorir import __version__
+    from tensorir.frontend.onnx import from_onnx
+    from tensorir.pipeline import optimize
+
+    target = get_target(target)
+    raw = _model_bytes(model)
+    graph = optimize(from_onnx(model, input_shapes=input_shapes))
+    with debug.stage("kernels") as st:
+        funcs = _kernels(graph, target)
+        st.result = "\n\n".join(str(f) for f in funcs.values())
+    with debug.stage("memory plan") as st:
+        plan = plan_memory(graph, scratch=_scratch_sizes(funcs))
+        st.result = plan.summary()
+    calls, copies, binder = _bind(graph, funcs, plan)
+    manifest = {
+        "tensorir_version": __version__,
+        "target": target.name,
+        "triple": target.triple,
+        "model_sha256": hashlib.sha256(raw).hexdigest(),
+        "inputs": _io(graph, [(graph.node(n).name, Value(n)) for n in graph.graph_inputs()]),
+        "outputs": _io(graph, graph.outputs),
+        "workspace_bytes": plan.workspace,
+        "workspace_lower_bound": plan.lower_bound,
+        "workspace_no_reuse": plan.no_reuse,
+        "weights_bytes": binder.weights.size,
+        "kernels": [
+            {"symbol": c.symbol, "op": graph.node(nid).op, "args": [a.to_json() for a in c.args]}
+            for c, nid in zip(calls, funcs, strict=True)
+        ],
+        "copies": [{"dst": c.dst.to_json(), "src": c.src.to_json(), "bytes": c.nbytes} for c in copies],
+    }
+    return Build(
+        graph=graph,
+        target=target,
+        kernels=list(funcs.values()),
+        calls=calls,
+        copies=copies,
+        ops=[graph.node(n).op for n in funcs],
+        workspace=plan.workspace,
+        weights=binder.weights.blob(),
+        manifest=manifest,
+    )
+
+
+def entry_module_ir(build: Build, embedded: bool) -> str:
+    from tensorir.codegen.llvm import target_machine
+
+    t = build.target
+    layout = str(target_machine(t).target_data)
+    sizes = (build.workspace, len(build.weights))
+    return entry_ir(t.triple, layout, build.calls, build.copies, *sizes, embedded)

@@ -1,0 +1,125 @@
+"""Run a linux-arm64 model artifact on this x86-64 machine under qemu-aarch64.
+
+A small C driver (cross-compiled once, cached) dlopens libmodel.so, calls tir_create,
+reads the inputs from files, calls tir_run and writes the outputs. For correctness only:
+emulated timings mean nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from tensorir.codegen.link import SYSROOT, _qemu, _run, _work_dir, find_tool
+from tensorir.errors import TirError
+from tensorir.graph.types import np_dtype
+from tensorir.runtime.module import check_feeds
+
+_MODEL_DRIVER = r"""
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+/* model_driver LIB WEIGHTS|- NTHREADS NIN NOUT (BYTES:PATH){NIN+NOUT}
+   inputs are read from PATH, outputs written to PATH */
+typedef void *(*create_fn)(const char *);
+typedef int (*run_fn)(void *, void *const *, void *const *);
+int main(int argc, char **argv) {
+  if (argc < 6) { fprintf(stderr, "usage: model_driver LIB WEIGHTS NTHREADS NIN NOUT BUF...\n"); return 2; }
+  void *h = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+  if (!h) { fprintf(stderr, "dlopen: %s\n", dlerror()); return 1; }
+  create_fn create = (create_fn)dlsym(h, "tir_create");
+  run_fn run = (run_fn)dlsym(h, "tir_run");
+  void (*threads)(int32_t) = (void (*)(int32_t))dlsym(h, "tir_set_num_threads");
+  if (!create || !run) { fprintf(stderr, "missing tir_create/tir_run\n"); return 1; }
+  int nthreads = atoi(argv[3]), nin = atoi(argv[4]), nout = atoi(argv[5]);
+  if (argc != 6 + nin + nout) { fprintf(stderr, "expected %d buffers\n", nin + nout); return 2; }
+  if (threads && nthreads > 0) threads(nthreads);
+  void *model = create(argv[2][0] == '-' ? NULL : argv[2]);
+  if (!model) { fprintf(stderr, "tir_create failed\n"); return 1; }
+  void *bufs[64]; long sizes[64]; char *paths[64];
+  for (int k = 0; k < nin + nout; k++) {
+    char *s = argv[6 + k]; sizes[k] = strtol(s, &paths[k], 10); paths[k]++;
+    bufs[k] = aligned_alloc(64, (sizes[k] + 63) / 64 * 64 + 64);
+    if (k < nin) {
+      FILE *f = fopen(paths[k], "rb");
+      if (!f || fread(bufs[k], 1, sizes[k], f) != (size_t)sizes[k]) {
+        fprintf(stderr, "read %s\n", paths[k]);
+        return 2;
+      }
+      fclose(f);
+    }
+  }
+  int rc = run(model, bufs, bufs + nin);
+  for (int k = nin; k < nin + nout; k++) {
+    FILE *f = fopen(paths[k], "wb"); fwrite(bufs[k], 1, sizes[k], f); fclose(f);
+  }
+  return rc;
+}
+"""
+
+
+def model_driver() -> Path:
+    key = hashlib.sha1(_MODEL_DRIVER.encode()).hexdigest()[:12]
+    d = _work_dir("qemu")
+    exe = d / f"model-driver-{key}"
+    if not exe.exists():
+        src = d / f"model-driver-{key}.c"
+        src.write_text(_MODEL_DRIVER)
+        gcc = find_tool("aarch64-linux-gnu-gcc", "gcc-aarch64-linux-gnu libc6-dev-arm64-cross")
+        tmp = d / f"model-driver-{key}.{os.getpid()}"
+        _run([gcc, "-O2", "-o", str(tmp), str(src), "-ldl"], "aarch64-linux-gnu-gcc")
+        tmp.replace(exe)
+    return exe
+
+
+class QemuModule:
+    """A linux-arm64 artifact, run through qemu-aarch64 (same `run` interface as Module)."""
+
+    def __init__(self, directory: str | Path, num_threads: int = 0) -> None:
+        self.dir = Path(directory)
+        self.manifest = json.loads((self.dir / "manifest.json").read_text())
+        if "android" in self.manifest["triple"]:
+            raise TirError(f"{self.dir}: android-arm64 libraries need an Android device (bionic)")
+        self.inputs, self.outputs = self.manifest["inputs"], self.manifest["outputs"]
+        self.num_threads = num_threads
+
+    def set_num_threads(self, n: int) -> None:
+        self.num_threads = int(n)
+
+    def run(self, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray]) -> list[np.ndarray]:
+        feeds = check_feeds(self.inputs, inputs)
+        with tempfile.TemporaryDirectory(prefix="tir-qemu-model-") as tmp:
+            spec = []
+            for k, a in enumerate(feeds):
+                path = Path(tmp) / f"in{k}.bin"
+                a.tofile(path)
+                spec.append(f"{a.nbytes}:{path}")
+            outs = [np.empty(t["shape"], np_dtype(t["dtype"])) for t in self.outputs]
+            for k, o in enumerate(outs):
+                spec.append(f"{o.nbytes}:{Path(tmp) / f'out{k}.bin'}")
+            weights = self.manifest.get("weights_file")
+            wpath = str((self.dir / weights).resolve()) if weights else "-"
+            lib = str((self.dir / self.manifest["library"]).resolve())
+            cmd = [_qemu(), str(model_driver()), lib, wpath, str(self.num_threads)]
+            cmd += [str(len(self.inputs)), str(len(outs)), *spec]
+            env = dict(os.environ, QEMU_LD_PREFIX=str(SYSROOT))
+            _run(cmd, "qemu-aarch64 model run", env=env, timeout=900)
+            return [
+                np.fromfile(Path(tmp) / f"out{k}.bin", o.dtype).reshape(o.shape) for k, o in enumerate(outs)
+            ]
+
+    def export(self, out: str | Path) -> Path:
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        for f in self.dir.iterdir():
+            if f.is_file():
+                shutil.copy2(f, out / f.name)
+        return out
