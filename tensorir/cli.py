@@ -49,13 +49,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--plan", action="store_true", help="also report the static memory plan")
     p.set_defaults(func=_cmd_inspect)
 
-    p = sub.add_parser("run", help="run a model on given or random inputs")
+    p = sub.add_parser("compile", help="compile a model to a native library (+ header, manifest)")
+    _add_model_args(p)
+    p.add_argument("--target", default="host", help="host | linux-arm64 | android-arm64")
+    p.add_argument("-o", "--output", required=True, metavar="DIR", help="output folder")
+    p.add_argument("--weights", default="embedded", choices=["embedded", "external"])
+    p.add_argument("--dump-dir", metavar="D", help="write every compiler stage's IR to D")
+    p.set_defaults(func=_cmd_compile)
+
+    p = sub.add_parser("run", help="run a model (.onnx) or a compiled folder on given or random inputs")
     _add_model_args(p)
     p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy", help="input array")
     p.add_argument("--backend", default="ref", choices=["ref"], help="executor (ref: numpy references)")
     p.add_argument("--compare-ort", action="store_true", help="compare every output with onnxruntime")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
     p.add_argument("--save", metavar="DIR", help="write each output to DIR/<name>.npy")
+    p.add_argument("--profile", action="store_true", help="compiled folder: per-kernel time and share")
+    p.add_argument("--threads", type=int, default=0, help="compiled folder: threads (0: all cores)")
+    p.add_argument("--onnx", metavar="MODEL", help="compiled folder: the ONNX model for --compare-ort")
     p.set_defaults(func=_cmd_run)
     return parser
 
@@ -67,9 +78,35 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_run(args: argparse.Namespace) -> int:
-    from tensorir.tools.run import run_model_cli
+def _cmd_compile(args: argparse.Namespace) -> int:
+    from tensorir.tools.compile import compile_cli
 
+    return compile_cli(
+        args.model,
+        target=args.target,
+        out=args.output,
+        input_shapes=dict(parse_shape_arg(s) for s in args.input_shape),
+        weights=args.weights,
+        dump_dir=args.dump_dir,
+    )
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from tensorir.tools.run import run_artifact_cli, run_model_cli
+
+    if Path(args.model).is_dir():
+        return run_artifact_cli(
+            args.model,
+            inputs=args.input,
+            compare_ort=args.compare_ort,
+            seed=args.seed,
+            save_dir=args.save,
+            profile=args.profile,
+            threads=args.threads,
+            onnx_path=args.onnx,
+        )
     return run_model_cli(
         args.model,
         inputs=args.input,

@@ -11,7 +11,7 @@ import onnx
 from tensorir.errors import InputError, TirError
 from tensorir.frontend.onnx import from_onnx, load_model
 from tensorir.graph.graph import Graph
-from tensorir.graph.types import np_dtype
+from tensorir.graph.types import TensorType, np_dtype
 from tensorir.runtime.reference import run_reference
 
 
@@ -83,6 +83,20 @@ def compare(ours: np.ndarray, theirs: np.ndarray) -> tuple[float, float]:
     return err, err / max(float(np.max(np.abs(b))), 1e-12)
 
 
+def _print_output(name: str, out: np.ndarray, theirs: np.ndarray | None, save_dir: str | None) -> None:
+    line = f"{name}: {out.dtype}{list(out.shape)}"
+    if out.size and out.dtype.kind in "fiu":
+        f = out.astype(np.float64)
+        line += f" mean={f.mean():.6g} std={f.std():.6g} min={f.min():.6g} max={f.max():.6g}"
+    if theirs is not None:
+        abs_err, rel_err = compare(out, theirs)
+        line += f"  vs onnxruntime: max_abs_err={abs_err:.3g} max_rel_err={rel_err:.3g}"
+    print(line)
+    if save_dir:
+        Path(save_dir).mkdir(parents=True, exist_ok=True)
+        np.save(Path(save_dir) / f"{name.replace('/', '_')}.npy", out)
+
+
 def run_model_cli(
     path: str,
     inputs: Sequence[str] = (),
@@ -101,15 +115,71 @@ def run_model_cli(
     outs = run_reference(g, feeds)
     ort_outs = run_onnxruntime(model, feeds) if compare_ort else None
     for i, ((name, _), out) in enumerate(zip(g.outputs, outs, strict=True)):
-        line = f"{name}: {out.dtype}{list(out.shape)}"
-        if out.size and out.dtype.kind in "fiu":
-            f = out.astype(np.float64)
-            line += f" mean={f.mean():.6g} std={f.std():.6g} min={f.min():.6g} max={f.max():.6g}"
-        if ort_outs is not None:
-            abs_err, rel_err = compare(out, ort_outs[i])
-            line += f"  vs onnxruntime: max_abs_err={abs_err:.3g} max_rel_err={rel_err:.3g}"
-        print(line)
-        if save_dir:
-            Path(save_dir).mkdir(parents=True, exist_ok=True)
-            np.save(Path(save_dir) / f"{name.replace('/', '_')}.npy", out)
+        _print_output(name, out, None if ort_outs is None else ort_outs[i], save_dir)
+    return 0
+
+
+def _load_artifact(folder: str, threads: int):
+    import json
+
+    from tensorir.runtime.module import Module
+    from tensorir.runtime.qemu import QemuModule
+    from tensorir.target import host_target
+
+    manifest = json.loads((Path(folder) / "manifest.json").read_text())
+    arch = manifest["triple"].split("-")[0]
+    mod = Module(folder) if arch == host_target().arch else QemuModule(folder)
+    if threads:
+        mod.set_num_threads(threads)
+    return mod
+
+
+def _artifact_feeds(mod, specs: Sequence[str], seed: int) -> dict[str, np.ndarray]:
+    names = [t["name"] for t in mod.inputs]
+    feeds = {}
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        if not sep or name not in names:
+            raise InputError(f"--input {spec!r}: expected NAME=FILE.npy with NAME one of {names}")
+        feeds[name] = np.load(path, allow_pickle=False)
+    g = Graph("inputs")
+    for t in mod.inputs:
+        g.add_input(t["name"], TensorType(tuple(t["shape"]), t["dtype"]))
+    return random_inputs(g, feeds, seed)
+
+
+def print_profile(rows: list[dict], top: int = 0) -> None:
+    total = sum(r["seconds"] for r in rows) or 1.0
+    print(f"{'kernel':<32} {'op':<14} {'ms':>9} {'share':>7}")
+    for r in sorted(rows, key=lambda r: -r["seconds"])[: top or None]:
+        print(f"{r['symbol']:<32} {r['op']:<14} {r['seconds'] * 1e3:>9.3f} {r['seconds'] / total:>7.1%}")
+    print(f"{'total':<47} {total * 1e3:>9.3f}")
+
+
+def run_artifact_cli(
+    folder: str,
+    inputs: Sequence[str] = (),
+    compare_ort: bool = False,
+    seed: int = 0,
+    save_dir: str | None = None,
+    profile: bool = False,
+    threads: int = 0,
+    onnx_path: str | None = None,
+) -> int:
+    """`tir run DIR`: run a compiled folder (in process for the host, qemu for linux-arm64)."""
+    mod = _load_artifact(folder, threads)
+    feeds = _artifact_feeds(mod, inputs, seed)
+    outs = mod.run(feeds)
+    ort_outs = None
+    if compare_ort:
+        source = onnx_path or mod.manifest.get("source_model")
+        if not source or not Path(source).exists():
+            raise TirError(f"--compare-ort: give the ONNX model with --onnx (not found: {source})")
+        ort_outs = run_onnxruntime(load_model(source), feeds)
+    for i, (spec, out) in enumerate(zip(mod.outputs, outs, strict=True)):
+        _print_output(spec["name"], out, None if ort_outs is None else ort_outs[i], save_dir)
+    if profile:
+        if not hasattr(mod, "profile"):
+            raise TirError("--profile runs in process: only host builds can be profiled")
+        print_profile(mod.profile(feeds))
     return 0
