@@ -1,0 +1,117 @@
+"""tensorir vs onnxruntime on the zoo models: latency, ratio, GFLOP/s, compile time, workspace.
+
+    python -m benchmarks.compare                       # every zoo model, 1 and 2 threads
+    python -m benchmarks.compare resnet18 --runs 50 --threads 1
+
+Both run in this process on the same inputs; their timed runs interleave (one tensorir
+run, one onnxruntime run, ...) so machine noise hits both alike. Reported: medians of
+--runs runs after --warmup runs. Results: a table on stdout and JSON in
+benchmarks/results/compare.json. Ratio = tensorir / onnxruntime (below 1: tensorir faster).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks.zoo import MODELS, build, sample_inputs
+
+RESULTS = Path(__file__).parent / "results"
+
+
+def _ort_session(model, threads: int):
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    opts.log_severity_level = 3
+    return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+
+
+def _interleaved(fns: list, runs: int, warmup: int) -> list[float]:
+    for _ in range(warmup):
+        for f in fns:
+            f()
+    times = [[] for _ in fns]
+    for _ in range(runs):
+        for k, f in enumerate(fns):
+            t0 = time.perf_counter()
+            f()
+            times[k].append(time.perf_counter() - t0)
+    return [float(np.median(t)) for t in times]
+
+
+def bench_model(name: str, threads: list[int], runs: int, warmup: int) -> list[dict]:
+    import tensorir as tir
+    from tensorir.frontend.onnx import from_onnx
+    from tensorir.graph.flops import graph_flops
+
+    model = build(name)
+    feeds = sample_inputs(model)
+    flops = graph_flops(from_onnx(model))
+    t0 = time.perf_counter()
+    mod = tir.compile(model)
+    compile_s = time.perf_counter() - t0
+    ours = mod.bind(feeds)
+    err = max(
+        float(np.max(np.abs(a - b)))
+        for a, b in zip(ours(), _ort_session(model, 1).run(None, feeds), strict=True)
+    )
+    rows = []
+    for n in threads:
+        mod.set_num_threads(n)
+        sess = _ort_session(model, n)
+        t_ours, t_ort = _interleaved([ours, lambda s=sess: s.run(None, feeds)], runs, warmup)
+        rows.append(
+            {
+                "model": name,
+                "threads": n,
+                "tensorir_ms": t_ours * 1e3,
+                "onnxruntime_ms": t_ort * 1e3,
+                "ratio": t_ours / t_ort,
+                "tensorir_gflops": flops / t_ours / 1e9,
+                "onnxruntime_gflops": flops / t_ort / 1e9,
+                "compile_s": compile_s,
+                "workspace_bytes": mod.manifest["workspace_bytes"],
+                "max_abs_err_vs_ort": err,
+            }
+        )
+    return rows
+
+
+def print_table(rows: list[dict]) -> None:
+    head = f"{'model':<18} {'thr':>3} {'tensorir ms':>12} {'ort ms':>9} {'ratio':>7} {'GFLOP/s':>8} {'ort GF/s':>8}"
+    print(head + f" {'compile s':>9} {'workspace':>11} {'max err':>8}")
+    for r in rows:
+        print(
+            f"{r['model']:<18} {r['threads']:>3} {r['tensorir_ms']:>12.2f} {r['onnxruntime_ms']:>9.2f} "
+            f"{r['ratio']:>7.2f} {r['tensorir_gflops']:>8.1f} {r['onnxruntime_gflops']:>8.1f} "
+            f"{r['compile_s']:>9.1f} {r['workspace_bytes'] / 2**20:>9.2f}MB {r['max_abs_err_vs_ort']:>8.1e}"
+        )
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("models", nargs="*", default=[m for m in MODELS if m != "tiny_cnn"])
+    p.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    p.add_argument("--runs", type=int, default=30)
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--out", default=str(RESULTS / "compare.json"))
+    args = p.parse_args(argv)
+    rows = []
+    for name in args.models:
+        rows += bench_model(name, args.threads, args.runs, args.warmup)
+        print_table(rows[-len(args.threads) :])
+    print()
+    print_table(rows)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(rows, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
