@@ -85,8 +85,8 @@ def bench_model(name: str, threads: list[int], runs: int, warmup: int) -> list[d
 
 
 def print_table(rows: list[dict]) -> None:
-    head = f"{'model':<18} {'thr':>3} {'tensorir ms':>12} {'ort ms':>9} {'ratio':>7} {'GFLOP/s':>8} {'ort GF/s':>8}"
-    print(head + f" {'compile s':>9} {'workspace':>11} {'max err':>8}")
+    head = f"{'model':<18} {'thr':>3} {'tensorir ms':>12} {'ort ms':>9} {'ratio':>7} {'GFLOP/s':>8}"
+    print(head + f" {'ort GF/s':>8} {'compile s':>9} {'workspace':>11} {'max err':>8}")
     for r in rows:
         print(
             f"{r['model']:<18} {r['threads']:>3} {r['tensorir_ms']:>12.2f} {r['onnxruntime_ms']:>9.2f} "

@@ -3,14 +3,19 @@
 `schedule_injective` inlines every elementwise intermediate and gives each output one
 fused loop: vectorized by the target's lane count, parallel over the rest when large.
 `schedule_reduce` does the same over the data axes of a reduction, reduction inside.
+`schedule_reduction` puts contiguous data axes below the reduction (vectorized there),
+`schedule_rowwise` computes softmax / norm statistics inside the output's row loop, and
+`schedule_injective_params` keeps small per-channel stages out of the per-element loop.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tensorir.schedule.schedule import Schedule, Stage
-from tensorir.schedule.te import Tensor
+from tensorir.loop.ir import Call
+from tensorir.loop.visitor import walk
+from tensorir.schedule.schedule import MAX_LANES, Schedule, Stage
+from tensorir.schedule.te import IterVar, Reduce, Tensor, TensorLoad
 from tensorir.target import Target
 
 PARALLEL_MIN_WORK = 1 << 14  # elements; below this a parallel launch costs more than it saves
@@ -67,3 +72,147 @@ def schedule_reduce(s: Schedule, outputs: Sequence[Tensor], target: Target) -> N
         for r in st.op.reduce_axis:
             work *= r.extent
         vectorize_parallel_data_axes(st, target, work)
+
+
+# ---- reductions with epilogues -----------------------------------------------------------
+def _reduce_inner_axes(st: Stage) -> tuple[list[IterVar], list[IterVar]]:
+    """(outer, inner) data axes of a reduction stage: inner ones index the input only after
+    its last reduced dimension (contiguous in memory below the reduction), outer the rest."""
+    body = st.op.body
+    src = body.source if isinstance(body, Reduce) else body
+    red = set(st.op.reduce_axis)
+    loads = [n for n in walk(src) if isinstance(n, TensorLoad)]
+    uses = [[{v for v in walk(i) if isinstance(v, IterVar)} for i in ld.indices] for ld in loads]
+    uses = [u for u in uses if any(red & p for p in u)]
+    if not uses:
+        return list(st.op.axis), []
+    pos = max(uses, key=len)
+    last = max(p for p, vs in enumerate(pos) if red & vs)
+    before = set().union(*pos[: last + 1])
+    after = set().union(*pos[last + 1 :]) if last + 1 < len(pos) else set()
+    inner = [a for a in st.op.axis if a in after and a not in before and a.extent > 1]
+    return [a for a in st.op.axis if a not in inner], inner
+
+
+def schedule_reduction_stage(st: Stage, target: Target) -> None:
+    """Loops (outer data, [inner data / lanes], reduction, inner lanes): outer data fused and
+    parallel when large, the contiguous inner data axes vectorized below the reduction."""
+    outer, inner = _reduce_inner_axes(st)
+    red = list(st.op.reduce_axis)
+    st.reorder(*outer, *red, *inner)
+    work = _size(st)
+    for r in red:
+        work *= r.extent
+    o = st.fuse(*outer) if len(outer) > 1 else (outer[0] if outer else None)
+    i = st.fuse(*inner) if len(inner) > 1 else (inner[0] if inner else None)
+    lanes = target.vector_lanes(st.tensor.dtype)
+    par = o
+    if i is not None and lanes > 1 and i.extent % lanes == 0 and i.extent > lanes:
+        io, ii = st.split(i, factor=lanes)
+        st.reorder(io, *red)
+        st.vectorize(ii)
+        par = st.fuse(o, io) if o is not None else io
+    elif i is not None and i.extent <= MAX_LANES:
+        st.vectorize(i)
+    if par is not None and work >= PARALLEL_MIN_WORK and par.extent > 1:
+        st.parallel(par)
+
+
+def schedule_reduction(s: Schedule, outputs: Sequence[Tensor], target: Target) -> None:
+    """Reductions (and elementwise epilogues) at root: each reduction stage as
+    `schedule_reduction_stage`, each elementwise one as one fused vectorized loop."""
+    inline_injective(s)
+    for st in s.stages:
+        if st.inlined or st.attach[0] != "root":
+            continue
+        if st.op.reduce_axis:
+            schedule_reduction_stage(st, target)
+        else:
+            vectorize_parallel_data_axes(st, target, _size(st))
+
+
+# ---- row-wise multi-stage ops (softmax, normalizations) ----------------------------------
+def _has_call(st: Stage) -> bool:
+    return any(isinstance(n, Call) for n in walk(st.op.body))
+
+
+def inline_full_size(s: Schedule, size: int) -> None:
+    """Inline the elementwise intermediates as large as the output (`size` elements), except
+    an expensive one (a math call) read by several stages; smaller ones (per-row or
+    per-channel values) stay stages, computed once instead of per element."""
+    keep = [
+        st
+        for st in s.stages
+        if not st.is_output
+        and not st.op.reduce_axis
+        and (_size(st) < size or (len(s.consumers(st.tensor)) > 1 and _has_call(st)))
+    ]
+    for st in s.stages:
+        if not st.is_output and not st.op.reduce_axis and not st.inlined and st not in keep:
+            st.compute_inline()
+
+
+def schedule_injective_params(s: Schedule, outputs: Sequence[Tensor], target: Target) -> None:
+    """Elementwise ops with per-channel precomputation (batch_norm's scale/sqrt(var)): the small
+    stages once at root, the outputs as one fused vectorized loop each."""
+    inline_full_size(s, max(_size(s[t]) for t in outputs))
+    for st in s.stages:
+        if not st.inlined:
+            vectorize_parallel_data_axes(st, target, _size(st))
+
+
+def _vectorize_inner(st: Stage, inner: list[IterVar], target: Target) -> None:
+    """Fuse `inner` (the last loops) and vectorize it, split by the lanes when they divide."""
+    if not inner:
+        return
+    col = st.fuse(*inner) if len(inner) > 1 else inner[0]
+    lanes = target.vector_lanes(st.tensor.dtype)
+    if lanes > 1 and col.extent % lanes == 0 and col.extent > lanes:
+        st.vectorize(st.split(col, factor=lanes)[1])
+    elif col.extent <= MAX_LANES:
+        st.vectorize(col)
+
+
+def _row_col(st: Stage, inner_dims: set[int]) -> tuple[list[IterVar], list[IterVar]]:
+    """The stage's data axes reordered (rows, then the inner dims)."""
+    rows = [a for d, a in enumerate(st.op.axis) if d not in inner_dims]
+    inner = [a for d, a in enumerate(st.op.axis) if d in inner_dims]
+    st.reorder(*rows, *inner, *st.op.reduce_axis)
+    return rows, inner
+
+
+def _attachable(s: Schedule, st: Stage, main: Stage, row: IterVar) -> bool:
+    readers = s.consumers(st.tensor)
+    return bool(readers) and all(c is main or c.attach == ("at", main, row) for c in readers)
+
+
+def schedule_rowwise(s: Schedule, outputs: Sequence[Tensor], target: Target) -> None:
+    """Ops normalizing rows with per-row statistics (softmax, layer/instance norm): the largest
+    output loops over the rows (fused, parallel when large) and, inside, over the row
+    (vectorized); every stage it reads (max, exp, sums, statistics) is computed at the row
+    loop, so the row stays in cache. Stages that cannot go there stay at root."""
+    main = max((s[t] for t in outputs), key=_size)
+    inline_full_size(s, _size(main))
+    red = [st for st in s.stages if st.op.reduce_axis and st.tensor.ndim == main.tensor.ndim]
+    if not red:
+        return schedule_reduction(s, outputs, target)
+    shape = main.tensor.shape
+    inner_dims = {d for d, (r, m) in enumerate(zip(red[0].tensor.shape, shape, strict=True)) if r == 1 < m}
+    rows, inner = _row_col(main, inner_dims)
+    if not rows:
+        return schedule_reduction(s, outputs, target)
+    row = main.fuse(*rows) if len(rows) > 1 else rows[0]
+    _vectorize_inner(main, inner, target)
+    for st in reversed(s.stages):
+        if st is main or st.inlined:
+            continue
+        if _attachable(s, st, main, row):
+            st.compute_at(main, row)
+            if not st.op.reduce_axis and st.tensor.shape == shape:
+                _vectorize_inner(st, _row_col(st, inner_dims)[1], target)
+        elif st.op.reduce_axis:
+            schedule_reduction_stage(st, target)
+        else:
+            vectorize_parallel_data_axes(st, target, _size(st))
+    if _size(main) >= PARALLEL_MIN_WORK and row.extent > 1:
+        main.parallel(row)

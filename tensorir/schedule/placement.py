@@ -9,6 +9,10 @@ size when P is not an argument:
       P[i] = A[i]*2.0                   ->        P = allocate(f32[1], "local")
     for i in range(0, 16):                        P[0] = A[i]*2.0
       C[i] = P[i] + 1.0                           C[i] = P[0] + 1.0
+
+P's readers may also be (or, when C does not read P, must be) stages computed at that
+same loop `ax` of C, attached first: softmax's max and exp stages, read by the row sum
+and the output, live in the output's row loop.
 """
 
 from __future__ import annotations
@@ -41,11 +45,15 @@ def compute_at(st: Stage, target: Any, axis: IterVar) -> None:
     if target.inlined:
         raise _error(f"compute_at: target stage {target.name} is inlined")
     consumers = st.schedule.consumers(st.tensor)
-    if not any(c is target for c in consumers):
+    inside = [c for c in consumers if c is target or c.attach == ("at", target, axis)]
+    if not inside:
         raise _error(f"compute_at: stage {target.name} does not read {st.name}, so it has no loop to hold it")
-    others = [c.name for c in consumers if c is not target]
+    others = [c.name for c in consumers if not any(c is i for i in inside)]
     if others:
-        raise _error(f"compute_at: {st.name} is also read by {', '.join(others)}; it needs a single consumer")
+        raise _error(
+            f"compute_at: {st.name} is also read by {', '.join(others)}; it needs a single consumer "
+            "(or its other readers computed at the same loop first)"
+        )
     if not any(a is axis for a in target.leaves):
         target.check_leaf(axis, "compute_at")  # raises with the reason
     st.attach = ("at", target, axis)
