@@ -13,11 +13,11 @@ import numpy as np
 
 from tensorir.errors import TirError
 from tensorir.graph.types import TensorType, np_dtype
-from tensorir.loop.ir import LoopFunc
+from tensorir.loop.ir import Buffer, LoopFunc, Seq
 from tensorir.ops.registry import get_op
 from tensorir.schedule import Schedule, create_schedule, lower, placeholder
 from tensorir.schedule.defaults import schedule_injective
-from tensorir.schedule.te import Tensor
+from tensorir.schedule.te import PlaceholderOp, Tensor
 from tensorir.target import Target, get_target
 
 ScheduleFn = Callable[[Schedule, Sequence[Tensor], Target], None]
@@ -29,14 +29,30 @@ def op_compute(op: str, in_types: Sequence[TensorType], attrs: dict[str, Any]) -
     fn = opdef.extra.get("compute")
     if fn is None:
         raise TirError(f"op '{op}' has no compute definition")
-    ins = [placeholder(t.shape, t.dtype, f"in{i}") for i, t in enumerate(in_types)]
+    ins = [argument(t, f"in{i}") for i, t in enumerate(in_types)]
+    want = opdef.infer(list(in_types), attrs)
+    if all(t.size == 0 for t in want):  # nothing to compute: a kernel that does nothing
+        return ins, [empty_tensor(t.shape, t.dtype, f"out{k}") for k, t in enumerate(want)]
     outs = fn(*ins, **attrs)
     outs = list(outs) if isinstance(outs, tuple | list) else [outs]
-    want = opdef.infer(list(in_types), attrs)
     got = [TensorType(o.shape, o.dtype) for o in outs]
     if got != [TensorType(t.shape, t.dtype) for t in want]:
         raise TirError(f"compute of '{op}' gives {got}, shape inference says {want}")
     return ins, outs
+
+
+def empty_tensor(shape: Sequence[int], dtype: str, name: str) -> Tensor:
+    """A tensor with a zero dimension: a kernel argument no loop reads or writes (a compute
+    returns one for an empty output; `placeholder` and `compute` need positive extents)."""
+    shape = tuple(int(d) for d in shape)
+    if 0 not in shape or min(shape) < 0:
+        raise TirError(f"empty_tensor: shape {list(shape)} is not empty")
+    return Tensor(name, shape, dtype, PlaceholderOp(name, shape, dtype))
+
+
+def argument(t: TensorType, name: str) -> Tensor:
+    """The placeholder of an input; an empty one when the input has no elements."""
+    return empty_tensor(t.shape, t.dtype, name) if t.size == 0 else placeholder(t.shape, t.dtype, name)
 
 
 def op_kernel(
@@ -50,10 +66,21 @@ def op_kernel(
     """Lower `op` on these input types with its default (or the given) schedule."""
     target = get_target(target)
     ins, outs = op_compute(op, in_types, attrs)
+    if all(isinstance(t.op, PlaceholderOp) for t in outs):  # all empty: nothing to compute
+        return LoopFunc(name or op, tuple(Buffer(t.name, t.shape, t.dtype) for t in [*ins, *outs]), Seq(()))
     s = create_schedule(outs)
-    sched = schedule or get_op(op).extra.get("schedule") or schedule_injective
+    sched = schedule or default_schedule(op, attrs)
     sched(s, outs, target)
     return lower(s, [*ins, *outs], name=name or op)
+
+
+def default_schedule(op: str, attrs: dict[str, Any]) -> ScheduleFn:
+    """The op's own schedule; a fused group uses its anchor's (the anchor schedules inline
+    the elementwise epilogue into the stage that writes the output)."""
+    if op == "fused" and attrs["body"].anchor is not None:
+        body = attrs["body"]
+        op = body.steps[body.anchor].op
+    return get_op(op).extra.get("schedule") or schedule_injective
 
 
 def run_op(
