@@ -168,10 +168,13 @@ class HostKernel:
         self._cfunc(*cargs)
 
     def bind(self, *args: Any) -> Callable[[], None]:
-        """Check the arguments once; the returned function calls the kernel on them."""
+        """Check the arguments once; the returned function calls the kernel on them (and keeps
+        the arrays alive: the call holds only their raw addresses)."""
         cargs = self._args(args)
         self._threads()
-        return functools.partial(self._cfunc, *cargs)
+        run = functools.partial(self._cfunc, *cargs)
+        run.arrays = args  # type: ignore[attr-defined]
+        return run
 
 
 _cache: dict[tuple, HostKernel] = {}

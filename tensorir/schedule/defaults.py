@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from tensorir.loop.arith import to_linear
 from tensorir.loop.ir import Call
 from tensorir.loop.visitor import walk
 from tensorir.schedule.schedule import MAX_LANES, Schedule, Stage
@@ -75,45 +76,64 @@ def schedule_reduce(s: Schedule, outputs: Sequence[Tensor], target: Target) -> N
 
 
 # ---- reductions with epilogues -----------------------------------------------------------
-def _reduce_inner_axes(st: Stage) -> tuple[list[IterVar], list[IterVar]]:
-    """(outer, inner) data axes of a reduction stage: inner ones index the input only after
-    its last reduced dimension (contiguous in memory below the reduction), outer the rest."""
-    body = st.op.body
-    src = body.source if isinstance(body, Reduce) else body
+def _axis_strides(st: Stage) -> dict[IterVar, int]:
+    """Element strides of the stage's axes in the input it reduces (the load using the most
+    reduction axes; an axis inside a non-affine index gets none)."""
+    src = st.op.body.source if isinstance(st.op.body, Reduce) else st.op.body
     red = set(st.op.reduce_axis)
     loads = [n for n in walk(src) if isinstance(n, TensorLoad)]
-    uses = [[{v for v in walk(i) if isinstance(v, IterVar)} for i in ld.indices] for ld in loads]
-    uses = [u for u in uses if any(red & p for p in u)]
-    if not uses:
+    scored = [(len(red & {v for v in walk(ld) if isinstance(v, IterVar)}), ld) for ld in loads]
+    if not scored or max(n for n, _ in scored) == 0:
+        return {}
+    load = max(scored, key=lambda t: t[0])[1]
+    strides: dict[IterVar, int] = {}
+    step = 1
+    for index, extent in zip(reversed(load.indices), reversed(load.tensor.shape), strict=True):
+        terms, _ = to_linear(index)
+        for atom, k in terms.items():
+            if isinstance(atom, IterVar):
+                strides[atom] = strides.get(atom, 0) + k * step
+        step *= extent
+    return strides
+
+
+def _reduce_inner_axes(st: Stage) -> tuple[list[IterVar], list[IterVar]]:
+    """(outer, inner) data axes of a reduction stage: inner ones move through the input
+    faster than every reduction axis (contiguous below the reduction; fastest last)."""
+    strides = _axis_strides(st)
+    red = [abs(strides[r]) for r in st.op.reduce_axis if strides.get(r)]
+    if not red:
         return list(st.op.axis), []
-    pos = max(uses, key=len)
-    last = max(p for p, vs in enumerate(pos) if red & vs)
-    before = set().union(*pos[: last + 1])
-    after = set().union(*pos[last + 1 :]) if last + 1 < len(pos) else set()
-    inner = [a for a in st.op.axis if a in after and a not in before and a.extent > 1]
+    inner = [a for a in st.op.axis if a.extent > 1 and 0 < abs(strides.get(a, 0)) < min(red)]
+    inner.sort(key=lambda a: -abs(strides[a]))
     return [a for a in st.op.axis if a not in inner], inner
 
 
-def schedule_reduction_stage(st: Stage, target: Target) -> None:
-    """Loops (outer data, [inner data / lanes], reduction, inner lanes): outer data fused and
-    parallel when large, the contiguous inner data axes vectorized below the reduction."""
+def arrange_reduction(st: Stage, target: Target) -> IterVar | None:
+    """Loops (outer data, [inner data / lanes], reduction, inner lanes) with the contiguous
+    inner data axes vectorized below the reduction; returns the outer data loop (or None)."""
     outer, inner = _reduce_inner_axes(st)
     red = list(st.op.reduce_axis)
     st.reorder(*outer, *red, *inner)
-    work = _size(st)
-    for r in red:
-        work *= r.extent
     o = st.fuse(*outer) if len(outer) > 1 else (outer[0] if outer else None)
     i = st.fuse(*inner) if len(inner) > 1 else (inner[0] if inner else None)
     lanes = target.vector_lanes(st.tensor.dtype)
-    par = o
     if i is not None and lanes > 1 and i.extent % lanes == 0 and i.extent > lanes:
         io, ii = st.split(i, factor=lanes)
         st.reorder(io, *red)
         st.vectorize(ii)
-        par = st.fuse(o, io) if o is not None else io
-    elif i is not None and i.extent <= MAX_LANES:
+        return st.fuse(o, io) if o is not None else io
+    if i is not None and i.extent <= MAX_LANES:
         st.vectorize(i)
+    return o
+
+
+def schedule_reduction_stage(st: Stage, target: Target) -> None:
+    """`arrange_reduction`, the outer data loop parallel when the work is large."""
+    par = arrange_reduction(st, target)
+    work = _size(st)
+    for r in st.op.reduce_axis:
+        work *= r.extent
     if par is not None and work >= PARALLEL_MIN_WORK and par.extent > 1:
         st.parallel(par)
 
@@ -208,7 +228,9 @@ def schedule_rowwise(s: Schedule, outputs: Sequence[Tensor], target: Target) -> 
             continue
         if _attachable(s, st, main, row):
             st.compute_at(main, row)
-            if not st.op.reduce_axis and st.tensor.shape == shape:
+            if st.op.reduce_axis:
+                arrange_reduction(st, target)
+            elif st.tensor.shape == shape:
                 _vectorize_inner(st, _row_col(st, inner_dims)[1], target)
         elif st.op.reduce_axis:
             schedule_reduction_stage(st, target)
