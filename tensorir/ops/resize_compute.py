@@ -5,26 +5,29 @@ nearest_mode, cubic_coeff_a, exclude_outside, extrapolation_value (tf_crop_and_r
 and antialias.
 
 The per-axis sampling plan is static, so it is computed at compile time with the
-reference's own helpers (`source_coords`, `nearest_index`, `interp_weights`) in float64
-and baked into the kernel as small tables: index [n_out, taps] (clamped into the input),
-weight [n_out, taps] (exclude_outside and antialias normalization applied), and an
-"outside" flag [n_out] for extrapolation. Each table is a stage whose body is a balanced
-tree of selects over runs of equal values (or an affine formula when one fits), computed
-once per call into workspace. Reusing the reference's arithmetic keeps nearest's
-rounding ties bit-identical to it.
+reference's own helpers (`source_coords`, `nearest_index`, `tap_window`) in float64 and
+baked into the kernel as 1-D tables over the output index: left[y] (the first tap, or
+nearest's sample), ratio[y] (the coordinate's distance past it) and outside[y]
+(extrapolation). A table is a stage whose body is `column_expr`: an affine or periodic
+formula when one fits (upsampling by 2: `y % 2` patterns), else a balanced select tree
+over runs of equal values. Nearest therefore picks exactly the reference's samples,
+rounding ties included. The weights are computed once per call from ratio with the
+reference's kernel formulas (`kernel_weight`), masked and normalized for exclude_outside
+and antialias, into weight[y, t]:
 
-    nearest:  out[i] = x[I0[i0], I1[i1], ...]
+    nearest:  out[i] = x[left0[i0], left1[i1], ...]
     linear / cubic (taps t_k on the resized axes, in float64):
-        acc[i] = sum_t  W0[i0, t0] * W1[i1, t1] * ... * x[I0[i0, t0], I1[i1, t1], ...]
+        acc[i] = sum_t  W0[i0, t0] * W1[i1, t1] * ... * x[left0[i0] + s0 + t0, ...]  (clamped)
         out[i] = saturate(acc[i])          (round half to even and clip for integers)
     either way, out[i] = extrapolation_value where any resized axis samples outside.
 
 The reference resizes one axis at a time; summing the tensor product of the per-axis
 weights instead is the same interpolation, equal up to float64 rounding (the linear and
 cubic weights sum to one, so extrapolated values pass through later axes unchanged).
-The accumulator is computed at the output element (a one-element local buffer); the tap
-loops are unrolled when there are at most 64 tap combinations. Loads are data-dependent
-gathers, so the loops stay scalar.
+Tables, weights and the accumulator's workspace cost O(sum of n_out * taps), not the
+output size. The accumulator is computed at each output element (a one-element local
+buffer), its tap loops unrolled when there are at most 64 tap combinations. Loads are
+data-dependent gathers, so the loops stay scalar.
 """
 
 from __future__ import annotations
@@ -209,11 +212,14 @@ class AxisTables:
     weight: Tensor | None = None
 
     def index(self, y: Expr, t: Expr | int = 0) -> Expr:
-        """The input index tap t of output y reads (clamped into the input)."""
+        """The input index tap t of output y reads, clamped into the input."""
         p = self.plan
-        e = self.left[y] + (t + p.start if p.ratio is not None else 0)
-        lo, hi = p.left.min() + p.start, p.left.max() + p.start + p.taps - 1
-        return min_(max_(e, 0), p.n_in - 1) if p.ratio is not None and (lo < 0 or hi >= p.n_in) else e
+        if p.ratio is None:  # nearest: its table is clamped already
+            return self.left[y]
+        e = self.left[y] + (t + p.start)
+        if p.left.min() + p.start < 0 or p.left.max() + p.start + p.taps > p.n_in:
+            e = min_(max_(e, 0), p.n_in - 1)
+        return e
 
 
 def _weights(p: AxisPlan, left: Tensor, at: dict[str, Any]) -> Tensor:

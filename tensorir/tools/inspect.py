@@ -72,10 +72,12 @@ def inspect_model(
 
 
 def _plan_lines(graph: Graph) -> list[str]:
-    p = plan_memory(graph)
+    from tensorir.pipeline import optimize
+
+    p = plan_memory(optimize(graph))
     lb, nr = max(p.lower_bound, 1), max(p.no_reuse, 1)
     return [
-        "memory plan (activations, one workspace):",
+        "memory plan (activations of the optimized, fused graph; one workspace):",
         f"  planned workspace  {p.workspace:>14,} B  ({_human(p.workspace, 'B')}, {len(p.buffers)} tensors)",
         f"  no-reuse total     {p.no_reuse:>14,} B  (planned = {p.workspace / nr:.3f} x)",
         f"  lower bound        {p.lower_bound:>14,} B  (planned = {p.workspace / lb:.3f} x)",
