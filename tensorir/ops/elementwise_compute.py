@@ -4,6 +4,12 @@ Every op is one `compute` over the numpy-broadcast output shape with the default
 injective schedule (one fused loop, vectorized, parallel when large). Float16 activations
 are evaluated in float32 and rounded once, as the references do; float64 tanh / erf /
 sin / cos go through float32 (the code generator has no float64 version of those).
+
+Undefined cases are kept harmless: integer division / modulo by zero gives 0 and
+INT_MIN / -1 wraps (no hardware trap); float -> int casts of NaN or out-of-range values
+are unspecified (as in ONNX). Float maximum / minimum / relu / clip propagate NaN like
+numpy (the code generator's max(a, b) returns b when either is NaN, so the data operand
+goes second, or the NaN is selected explicitly).
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from tensorir.loop.ir import BinOp, Cmp, Const, Expr, Not
 from tensorir.ops.infer import broadcast_shapes
 from tensorir.ops.registry import register_compute
 from tensorir.schedule.defaults import schedule_injective
-from tensorir.schedule.te import Tensor, call, cast, compute, max_, min_, select
+from tensorir.schedule.te import Tensor, any_, call, cast, compute, max_, min_, select
 
 Fn = Callable[..., Expr]
 _NO_F64 = ("tanh", "erf", "sin", "cos")  # math the code generator has in float32 only
@@ -67,11 +73,17 @@ def _register(name: str, fn: Fn, dtype: Callable[[list[Tensor]], str | None] = l
 
 # ---- binary arithmetic ------------------------------------------------------
 def safe_int_div(a: Expr, b: Expr, op: str) -> Expr:
-    """Integer a / b (truncating) or a % b (floor) that gives 0 where b == 0 instead of
-    trapping (ONNX leaves it undefined; a hardware fault would kill the process)."""
-    zero = const(0, b.dtype)
-    q = BinOp(op, a, select(b.eq(zero), const(1, b.dtype), b))
-    return q * cast(b.ne(zero), a.dtype)
+    """Integer a / b (truncating) or a % b (floor) that never traps: 0 where b == 0 (ONNX
+    leaves it undefined), and a / -1 as a wrapping negation (INT_MIN / -1 faults on x86);
+    a hardware fault would kill the process. Only selects of constants: it vectorizes."""
+    zero, one = const(0, b.dtype), const(1, b.dtype)
+    if not b.dtype.startswith("int"):  # unsigned: only zero needs care
+        return BinOp(op, a, select(b.eq(zero), one, b)) * cast(b.ne(zero), a.dtype)
+    minus = const(-1, b.dtype)
+    q = BinOp(op, a, select(any_(b.eq(zero), b.eq(minus)), one, b))  # a / 1, a % 1 there
+    if op == "%":
+        return q * cast(b.ne(zero), a.dtype)  # a % -1 == a % 1 == 0
+    return q * select(b.eq(minus), minus, select(b.eq(zero), zero, one))
 
 
 def _div(a: Expr, b: Expr) -> Expr:
@@ -98,7 +110,9 @@ def trunc(q: Expr) -> Expr:
 
 def _mod(a: Expr, b: Expr, fmod: int = 0) -> Expr:
     if is_int(a.dtype):  # C remainder (fmod) / Python's floor modulo
-        return a - safe_int_div(a, b, "/") * b if fmod else safe_int_div(a, b, "%")
+        if not fmod:
+            return safe_int_div(a, b, "%")
+        return (a - safe_int_div(a, b, "/") * b) * cast(b.ne(const(0, b.dtype)), a.dtype)
     wide = "float64"  # a - trunc(a/b)*b is exact enough in double for float16/32 inputs
     wa, wb = cast(a, wide), cast(b, wide)
     r = wa - trunc(wa / wb) * wb

@@ -9,6 +9,9 @@ argmax/argmin: the max (min), then the first (last) index holding it.
 cumsum: te has no recurrence, so masked sums: over the whole axis when short, else blocked
 (block sums, their masked prefix, a masked sum inside the block).
 topk: k rounds of "best value not yet picked, lowest index among equals" (k <= MAX_TOPK_K).
+A float max/min along the contiguous last axis keeps 16 running results (a vector loop),
+then reduces those. NaN inputs to max/min/argmax/topk give unspecified results (numpy
+propagates them; the max combiner keeps a NaN only while no later element replaces it).
 """
 
 from __future__ import annotations

@@ -76,9 +76,18 @@ def test_integer_division_truncates_and_mod_floors(dtype):
     check("mod", [a, b], {"fmod": 1})
 
 
-def test_integer_division_by_zero_gives_zero_instead_of_trapping():
-    a, b = np.array([7, -7, 0], np.int32), np.zeros(3, np.int32)
-    assert run_op("div", [a, b], {})[0].tolist() == [0, 0, 0]
+@pytest.mark.parametrize("dtype", ["int32", "int64", "uint8"])
+def test_integer_division_by_zero_gives_zero_instead_of_trapping(dtype):
+    a, b = np.array([7, 3, 0], dtype), np.zeros(3, dtype)
+    for op, attrs in (("div", {}), ("mod", {}), ("mod", {"fmod": 1})):
+        assert run_op(op, [a, b], attrs)[0].tolist() == [0, 0, 0]
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int32", "int64"])
+def test_integer_min_divided_by_minus_one_wraps_instead_of_trapping(dtype):
+    low = np.iinfo(dtype).min
+    a, b = np.array([low, low, 9], dtype), np.array([-1, 1, -1], dtype)
+    assert run_op("div", [a, b], {})[0].tolist() == [low, low, -9]
     assert run_op("mod", [a, b], {})[0].tolist() == [0, 0, 0]
 
 
