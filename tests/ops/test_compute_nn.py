@@ -22,6 +22,7 @@ import pytest
 from tensorir.codegen import emit_assembly
 from tensorir.graph.types import TensorType
 from tensorir.ops.kernel import op_compute, op_kernel, run_op
+from tensorir.ops.nn_compute import pick_block, pick_rows, pick_vector, register_tile
 from tensorir.ops.registry import get_op
 from tensorir.schedule import create_schedule, verify_trace_roundtrip
 from tensorir.target import get_target
@@ -290,3 +291,42 @@ def test_default_schedules_replay_from_trace(op, types, attrs):
     s = create_schedule(outs)
     get_op(op).extra["schedule"](s, outs, get_target("host"))
     verify_trace_roundtrip(s, [*ins, *outs], op)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float64, np.int32])
+def test_other_dtypes(dtype):
+    """float16 accumulates in float32 and rounds once (as the references); integers exactly."""
+    rng = np.random.default_rng(9)
+
+    def r(*shape):
+        if dtype == np.int32:
+            return rng.integers(-4, 5, shape).astype(dtype)
+        return (rng.standard_normal(shape) * 0.3).astype(dtype)
+
+    tol = {"rtol": 2e-3, "atol": 2e-3} if dtype == np.float16 else {"rtol": 1e-10, "atol": 1e-10}
+    cases = [("matmul", [r(2, 16, 8), r(8, 40)], {}), ("gemm", [r(16, 8), r(40, 8), r(40)], {"trans_b": 1})]
+    if dtype != np.int32:
+        conv = {"pads": (1, 1, 1, 1)}
+        cases += [
+            ("conv", [r(1, 16, 6, 6), r(32, 16, 3, 3), r(32)], conv),
+            ("conv", [r(1, 8, 8, 8), r(8, 1, 3, 3)], {**conv, "group": 8}),
+            ("avg_pool", [r(1, 3, 8, 8)], {"kernel_shape": (3, 3), **conv}),
+            ("max_pool", [r(1, 3, 8, 8)], {"kernel_shape": (3, 3), **conv}),
+            ("global_avg_pool", [r(1, 3, 8, 8)], {}),
+        ]
+    for op, xs, attrs in cases:
+        got = run_op(op, xs, attrs)
+        for g, w in zip(got, get_op(op).run_reference(xs, attrs), strict=True):
+            assert g.dtype == w.dtype, op
+            np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), **tol, err_msg=op)
+
+
+def test_block_choices():
+    """Vector blocks divide the axis in power-of-two widths; register tiles fit the file."""
+    assert pick_vector(56, 16) == 8 and pick_vector(1000, 16) == 8 and pick_vector(49, 16) == 1
+    assert pick_block(1000, 16, 30) == (8, 25) and pick_block(64, 16, 2) == (16, 2)
+    assert pick_rows(56, 8) == 8 and pick_rows(7, 8) == 7 and pick_rows(197, 8) == 8
+    host, arm = get_target("host"), get_target("linux-arm64")
+    assert register_tile(arm, "float32", 512, 512) == (4, 4, 4)  # 4 x 16 on NEON (MR <= 6 dividing 512)
+    if host.has_feature("avx512f"):
+        assert register_tile(host, "float32", 512, 512) == (8, 16, 2)  # 8 x 32 on AVX-512
