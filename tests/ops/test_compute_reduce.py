@@ -56,11 +56,17 @@ def test_reductions_float32(op, axes, keepdims):
     )
 
 
-@pytest.mark.parametrize("dtype", ["float64", "float16", "int32", "int64"])
-@pytest.mark.parametrize("op", REDUCTIONS)
+# log reductions of integers are not ONNX: those pairs are left out
+OTHER_DTYPE_CASES = [
+    (op, dtype)
+    for op in REDUCTIONS
+    for dtype in ("float64", "float16", "int32", "int64")
+    if dtype.startswith("float") or op not in ("reduce_log_sum", "reduce_log_sum_exp")
+]
+
+
+@pytest.mark.parametrize(("op", "dtype"), OTHER_DTYPE_CASES)
 def test_reductions_other_dtypes(op, dtype):
-    if op in ("reduce_log_sum", "reduce_log_sum_exp") and not dtype.startswith("float"):
-        pytest.skip("log reductions of integers are not ONNX")
     x = _reduce_input(op, (5, 3, 16), dtype)
     check(op, [x], {"axes": (0, 2), "keepdims": 0}, *TOL.get(dtype, (0, 0)))
 
