@@ -165,7 +165,7 @@ def compile_model(
 
     target = get_target(target)
     raw = _model_bytes(model)
-    graph = optimize(from_onnx(model, input_shapes=input_shapes))
+    graph = optimize(from_onnx(model, input_shapes=input_shapes), target=target)
     with debug.stage("kernels") as st:
         funcs = _kernels(graph, target)
         st.result = "\n\n".join(str(f) for f in funcs.values())

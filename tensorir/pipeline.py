@@ -8,9 +8,9 @@ Graph passes (tensorir/passes/, one file each; API in passes/__init__.py):
     simplify         algebraic identities (reshape/transpose chains, x*1, clip -> relu, ...)
       (these four repeat until none changes the graph: folding a transposed weight
        makes a matmul canonicalize can turn into dense, and so on)
-    layout           (to come) NCHW -> NCHW[x]c on CPU, NC4HW4 / image layout on GPU
     dead_code        drop nodes no output depends on
     cse              merge duplicate nodes and small duplicate constants
+    layout           NCHW -> NCHW[x]c for the target's vector lanes (passes/layout.py; TIR_LAYOUT=0 off)
     fuse_ops         elementwise/activation/bias/residual into conv/dense/matmul epilogues
     memory_plan      static buffer reuse (passes/memory_plan.py), run by the compiler
 
@@ -31,14 +31,17 @@ from tensorir.passes.dead_code import dead_code
 from tensorir.passes.fold_batchnorm import fold_batchnorm
 from tensorir.passes.fold_constants import fold_constants
 from tensorir.passes.fuse_ops import fuse_ops
+from tensorir.passes.layout import layout_enabled, make_layout_pass
 from tensorir.passes.simplify import simplify
+from tensorir.target import Target
 
 MAX_ROUNDS = 4  # of the loop below; a round runs only if the one before changed the graph
 
 
-def optimize(g: Graph, fuse: bool = True) -> Graph:
+def optimize(g: Graph, fuse: bool = True, target: Target | str = "host", layout: bool | None = None) -> Graph:
     """Run the graph passes on a copy of `g` and return it (`g` is left as it was).
-    `fuse=False` stops before operator fusion (one kernel per op)."""
+    `fuse=False` stops before operator fusion (one kernel per op); `layout` packs
+    activations NCHW -> NCHW[x]c for `target` (default: on unless TIR_LAYOUT=0)."""
     g = copy_graph(g)
     for round_ in range(1, MAX_ROUNDS + 1):
         tag = "" if round_ == 1 else f" (round {round_})"
@@ -50,10 +53,10 @@ def optimize(g: Graph, fuse: bool = True) -> Graph:
             break
     run(dead_code, g, "dead code")
     run(cse, g, "cse")
+    if layout_enabled() if layout is None else layout:  # NCHW -> NCHW[x]c, transforms at boundaries
+        run(make_layout_pass(target), g, "layout")
     if fuse:  # anchor ops (conv, dense, matmul, pool) + elementwise epilogues -> fused groups
         run(fuse_ops, g, "fuse ops")
-    # layout: NCHW -> NCHW[x]c (CPU) or NC4HW4 / image layout (GPU), inserting
-    #   layout_transform ops at group boundaries; needs the Target.
     # memory_plan: static offsets for every intermediate in one workspace
     #   (passes/memory_plan.py: plan_memory(g)), after the graph is final.
     return g

@@ -21,7 +21,17 @@ from tensorir.ops.fused import FusedBody, Step
 from tensorir.ops.registry import all_ops
 
 ANCHOR_OPS = frozenset(
-    {"conv", "conv_transpose", "dense", "matmul", "gemm", "avg_pool", "global_avg_pool", "global_max_pool"}
+    {
+        "conv",
+        "conv2d_nchwc",
+        "conv_transpose",
+        "dense",
+        "matmul",
+        "gemm",
+        "avg_pool",
+        "global_avg_pool",
+        "global_max_pool",
+    }
 )
 
 

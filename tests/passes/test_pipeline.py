@@ -42,7 +42,7 @@ def _mlp() -> Graph:
 def test_optimize_returns_a_new_verified_graph():
     g = _mlp()
     text = print_graph(g)
-    out = optimize(g)
+    out = optimize(g, fuse=False, layout=False)
     verify(out)
     assert print_graph(g) == text, "the input graph is left as it was"
     assert print_graph(out, constants=False).splitlines() == [
@@ -56,6 +56,9 @@ def test_optimize_returns_a_new_verified_graph():
         "}",
     ]
     assert_same_results(g, out)
+    fused = optimize(g)  # the default pipeline also fuses the dense epilogue
+    assert "body=dense+add+relu" in print_graph(fused)
+    assert_same_results(g, fused)
 
 
 def test_debug_level_2_prints_each_pass_and_marks_unchanged(monkeypatch, capsys):
@@ -65,11 +68,12 @@ def test_debug_level_2_prints_each_pass_and_marks_unchanged(monkeypatch, capsys)
     lines = [line.removeprefix("[tir] ") for line in err.splitlines() if line.startswith("[tir]")]
     stages = [line.split(":")[0] for line in lines]
     round2 = [p + " (round 2)" for p in PASSES[:4]]
-    assert stages == [*PASSES[:4], *round2, *PASSES[4:]]
+    assert stages == [*PASSES[:4], *round2, *PASSES[4:], "layout", "fuse ops"]
     unchanged = [line.split(":")[0] for line in lines if line.endswith("(unchanged)")]
     # round 1: canonicalize rewrote the gemm, fold batchnorm folded into the dense;
-    # round 2 found nothing; dead code removed the exp, cse merged the reshapes
-    assert unchanged == ["fold constants", "simplify", *round2]
+    # round 2 found nothing; dead code removed the exp, cse merged the reshapes;
+    # layout found no conv; fuse ops fused dense + add + relu
+    assert unchanged == ["fold constants", "simplify", *round2, "layout"]
     assert err.count("graph mlp(") == len(stages) - len(unchanged)  # only changed passes print
     assert "dense(%x, %c16)" in err
 
@@ -124,6 +128,7 @@ def test_zoo_model_keeps_its_outputs(name, record_property):
     for (out_name, _), a, b in zip(g.outputs, expected, run_reference(out, feeds), strict=True):
         assert a.shape == b.shape and a.dtype == b.dtype
         np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-5, err_msg=f"{name}/{out_name}")
-    if name.startswith("resnet"):
-        assert _ops(g)["batch_norm"] > 0 and ops["conv"] == _ops(g)["conv"]
+    if name.startswith("resnet"):  # every conv kept (BN folded into it), before layout and fusion
+        unfused = _ops(optimize(g, fuse=False, layout=False))
+        assert _ops(g)["batch_norm"] > 0 and unfused["conv"] == _ops(g)["conv"]
         assert len(out) < len(g)

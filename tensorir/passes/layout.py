@@ -1,0 +1,214 @@
+"""Layout transformation for CPUs: NCHW -> NCHW[x]c around chains of convolutions.
+
+    layout = make_layout_pass(target)      # a Pass; x = the target's float32 vector lanes
+    changed = layout(g)
+
+Every 2-D float32 conv (group 1, or depthwise) with constant weights becomes a
+`conv2d_nchwc` (tensorir/ops/layout.py) on packed activations, its weights and bias packed
+here into constants. The packed layout then spreads forward through the ops that have a
+packed form:
+
+- elementwise ops (tensorir/ops/elementwise.py) whose output is the packed tensor's
+  shape; their other inputs are packed too: constants are repacked (per-channel
+  (C, 1, 1) -> (C/x, 1, 1, x), scalars stay), other activations get a layout_transform;
+- max_pool / avg_pool (2-D) -> the same pool over (H, W, c) with a unit window on c;
+- global_avg_pool / global_max_pool -> reduce_mean / reduce_max over axes (2, 3).
+
+A `layout_transform` back to NCHW is inserted only where a packed value meets an op
+without a packed form (flatten, reshape, dense, ...) or a graph output, once per value.
+
+The channel block of a tensor with C channels is the largest power of two <= x that
+divides C (16 for 64 channels on AVX-512, 8 for 24, 1 for 3), so no channel is padded and
+the layout of a tensor depends on its channel count only: chains never need a transform
+between two packed ops (a conv reads blocks of ib and writes blocks of ob).
+
+Set TIR_LAYOUT=0 (or pass `layout=False` to pipeline.optimize) to skip the pass.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from tensorir.graph.graph import Graph, Value
+from tensorir.graph.types import TensorType
+from tensorir.ops.layout import pack_array, pack_weight
+from tensorir.ops.registry import all_ops
+from tensorir.passes import Pass, add_op, const_of, remove_dead
+from tensorir.target import Target, get_target
+
+POOLS = ("max_pool", "avg_pool")
+GLOBAL_POOLS = {"global_avg_pool": "reduce_mean", "global_max_pool": "reduce_max"}
+
+
+def layout_enabled() -> bool:
+    """TIR_LAYOUT=0 turns the pass off (default on)."""
+    return os.environ.get("TIR_LAYOUT", "1").strip() not in ("0", "false", "off", "")
+
+
+def channel_block(c: int, lanes: int) -> int:
+    """The largest power of two <= lanes dividing c."""
+    b = 1
+    while b * 2 <= lanes and c % (b * 2) == 0:
+        b *= 2
+    return b
+
+
+def tag(block: int) -> str:
+    return f"NCHW{block}c"
+
+
+class _Packer:
+    """The rewrite of one graph: `packed` maps an NCHW value to its packed twin."""
+
+    def __init__(self, g: Graph, lanes: int) -> None:
+        self.g, self.lanes = g, lanes
+        self.packed: dict[Value, Value] = {}
+        self.replaced: list[int] = []
+        self.elementwise = {
+            n for n, d in all_ops().items() if d.reference.__module__ == "tensorir.ops.elementwise"
+        }
+
+    # ---- helpers --------------------------------------------------------------------
+    def block_of(self, c: int) -> int:
+        return channel_block(c, self.lanes)
+
+    def to_packed(self, v: Value) -> Value:
+        """The packed twin of an NCHW activation (a layout_transform the first time)."""
+        if v not in self.packed:
+            b = self.block_of(self.g.type_of(v).shape[1])
+            self.packed[v] = add_op(self.g, "layout_transform", [v], {"src": "NCHW", "dst": tag(b)})
+        return self.packed[v]
+
+    def const(self, array: np.ndarray) -> Value:
+        return self.g.add_const(array)
+
+    # ---- rewrites -------------------------------------------------------------------
+    def conv(self, nid: int) -> Value | None:
+        g, node = self.g, self.g.node(nid)
+        ins = g.inputs_of(nid)
+        x, out = g.type_of(ins[0]), node.outputs[0]
+        w = const_of(g, ins[1])
+        b = const_of(g, ins[2]) if len(ins) > 2 else None
+        if x.ndim != 4 or x.dtype != "float32" or w is None or (len(ins) > 2 and b is None):
+            return None
+        group, c, m = int(node.attr.get("group", 1)), x.shape[1], out.shape[1]
+        depthwise = group == c == m and w.shape[1] == 1 and group > 1
+        if group != 1 and not depthwise:
+            return None
+        ib, ob = self.block_of(c), self.block_of(m)
+        if ob == 1 and ins[0] not in self.packed:
+            return None  # nothing to vectorize over: leave it in NCHW
+        args = [self.to_packed(ins[0]), self.const(pack_weight(w, ib, ob, depthwise))]
+        if b is not None:
+            args.append(self.const(b.reshape(m // ob, ob)))
+        attrs = {k: node.attr[k] for k in ("strides", "pads", "dilations") if node.attr.get(k) is not None}
+        return add_op(g, "conv2d_nchwc", args, {**attrs, "group": group})
+
+    def operand(self, v: Value, like: TensorType, block: int) -> Value | None:
+        """An input of a packed elementwise op, in the packed layout (None: cannot)."""
+        if v in self.packed:
+            return self.packed[v]
+        t = self.g.type_of(v)
+        arr = const_of(self.g, v)
+        if arr is not None:
+            if arr.size == 1:
+                return v
+            if arr.ndim > 4:
+                return None
+            full = arr.reshape((1,) * (4 - arr.ndim) + arr.shape)
+            c = full.shape[1]
+            return self.const(pack_array(full, block) if c != 1 else full[..., None])
+        if t.shape == like.shape:
+            return self.to_packed(v)
+        return None
+
+    def elementwise_op(self, nid: int) -> Value | None:
+        g, node = self.g, self.g.node(nid)
+        ins = g.inputs_of(nid)
+        out = node.outputs[0]
+        if len(node.outputs) != 1 or out.ndim != 4 or not any(v in self.packed for v in ins):
+            return None
+        if any(g.type_of(v).shape != out.shape for v in ins if v in self.packed):
+            return None
+        block = self.block_of(out.shape[1])
+        args = [self.operand(v, out, block) for v in ins]
+        if any(a is None for a in args):
+            return None
+        return add_op(g, node.op, args, dict(node.attr))
+
+    def pool(self, nid: int) -> Value | None:
+        g, node = self.g, self.g.node(nid)
+        (x,) = g.inputs_of(nid)
+        if x not in self.packed or len(g.node(nid).outputs[0].shape) != 4:
+            return None
+        if len(node.outputs) > 1 and g.consumers(Value(nid, 1)):
+            return None  # max_pool indices are read
+        a = dict(node.attr)
+        attrs: dict[str, Any] = {"kernel_shape": (*a["kernel_shape"], 1)}
+        if a.get("strides") is not None:
+            attrs["strides"] = (*a["strides"], 1)
+        if a.get("dilations") is not None:
+            attrs["dilations"] = (*a["dilations"], 1)
+        if a.get("pads") is not None:
+            p = a["pads"]
+            attrs["pads"] = (p[0], p[1], 0, p[2], p[3], 0)
+        rest = {k: v for k, v in a.items() if k not in ("kernel_shape", "strides", "dilations", "pads")}
+        return g.add_node(node.op, [self.packed[x]], {**rest, **attrs})[0]
+
+    def global_pool(self, nid: int) -> Value | None:
+        (x,) = self.g.inputs_of(nid)
+        if x not in self.packed:
+            return None
+        op = GLOBAL_POOLS[self.g.node(nid).op]
+        return add_op(self.g, op, [self.packed[x]], {"axes": (2, 3), "keepdims": 1})
+
+    def visit(self, nid: int) -> None:
+        op = self.g.node(nid).op
+        if op == "conv":
+            new = self.conv(nid)
+        elif op in POOLS:
+            new = self.pool(nid)
+        elif op in GLOBAL_POOLS:
+            new = self.global_pool(nid)
+        elif op in self.elementwise:
+            new = self.elementwise_op(nid)
+        else:
+            return
+        if new is not None:
+            self.packed[Value(nid)] = new
+            self.replaced.append(nid)
+
+    # ---- boundaries -------------------------------------------------------------------
+    def finish(self) -> None:
+        """Unpack each replaced value for its remaining NCHW readers, drop the old nodes."""
+        g = self.g
+        unpacks = []
+        for nid in self.replaced:
+            old, new = Value(nid), self.packed[Value(nid)]
+            src = tag(g.type_of(new).shape[-1])
+            back = add_op(g, "layout_transform", [new], {"src": src, "dst": "NCHW"})
+            g.replace_uses(old, back)
+            unpacks.append(back.node)
+        for nid in reversed(self.replaced):
+            remove_dead(g, nid)
+        for nid in unpacks:
+            remove_dead(g, nid)
+
+
+def make_layout_pass(target: Target | str = "host") -> Pass:
+    """The layout pass for `target` (channel blocks of its float32 vector lanes)."""
+    lanes = get_target(target).vector_lanes("float32")
+
+    def layout(g: Graph) -> bool:
+        packer = _Packer(g, lanes)
+        for nid in g.op_nodes():
+            packer.visit(nid)
+        if not packer.replaced:
+            return False
+        packer.finish()
+        return True
+
+    return layout
