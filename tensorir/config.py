@@ -4,6 +4,7 @@ TIR_DEBUG      0 (default) quiet; 1 stage names and times, tracebacks on errors;
                2 also the IR after every stage.
 TIR_DUMP_DIR   when set, every stage's IR is written to files in this folder.
 TIR_CACHE_DIR  where compiled kernels are cached (default: user cache dir).
+TIR_LAYOUT     0 turns off the NCHW -> NCHW[x]c layout pass (default on).
 """
 
 from __future__ import annotations
@@ -30,3 +31,7 @@ def cache_dir() -> Path:
         return Path(d)
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
     return Path(base) / "tensorir"
+
+
+def layout_enabled() -> bool:
+    return os.environ.get("TIR_LAYOUT", "1").strip().lower() not in ("0", "false", "off", "")

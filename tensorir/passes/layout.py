@@ -27,11 +27,11 @@ Set TIR_LAYOUT=0 (or pass `layout=False` to pipeline.optimize) to skip the pass.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import numpy as np
 
+from tensorir import config
 from tensorir.graph.graph import Graph, Value
 from tensorir.graph.types import TensorType
 from tensorir.ops.layout import pack_array, pack_weight
@@ -45,7 +45,7 @@ GLOBAL_POOLS = {"global_avg_pool": "reduce_mean", "global_max_pool": "reduce_max
 
 def layout_enabled() -> bool:
     """TIR_LAYOUT=0 turns the pass off (default on)."""
-    return os.environ.get("TIR_LAYOUT", "1").strip() not in ("0", "false", "off", "")
+    return config.layout_enabled()
 
 
 def channel_block(c: int, lanes: int) -> int:
