@@ -3,9 +3,12 @@
     python -m benchmarks.compare                       # every zoo model, 1 and 2 threads
     python -m benchmarks.compare resnet18 --runs 50 --threads 1
 
-Both run in this process on the same inputs; their timed runs interleave (one tensorir
-run, one onnxruntime run, ...) so machine noise hits both alike. Reported: medians of
---runs runs after --warmup runs. Results: a table on stdout and JSON in
+Both run in this process on the same inputs; their timed runs interleave in blocks of
+BLOCK (BLOCK tensorir runs, BLOCK onnxruntime runs, ...) so machine noise hits both alike.
+Blocks, not single runs: after a run each runtime's worker threads spin a while before they
+sleep, and on 2 cores they would steal the next run's cores; so each block starts after a
+short pause (PAUSE_S) in which the other runtime's threads go to sleep, then one untimed
+run. Reported: medians of --runs timed runs after --warmup runs. Results: a table on stdout and JSON in
 benchmarks/results/compare.json. Ratio = tensorir / onnxruntime (below 1: tensorir faster).
 """
 
@@ -33,16 +36,23 @@ def _ort_session(model, threads: int):
     return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
 
 
+BLOCK = 5
+PAUSE_S = 0.05
+
+
 def _interleaved(fns: list, runs: int, warmup: int) -> list[float]:
     for _ in range(warmup):
         for f in fns:
             f()
     times = [[] for _ in fns]
-    for _ in range(runs):
+    while len(times[0]) < runs:
         for k, f in enumerate(fns):
-            t0 = time.perf_counter()
+            time.sleep(PAUSE_S)  # let the other runtime's spinning threads go to sleep
             f()
-            times[k].append(time.perf_counter() - t0)
+            for _ in range(BLOCK):
+                t0 = time.perf_counter()
+                f()
+                times[k].append(time.perf_counter() - t0)
     return [float(np.median(t)) for t in times]
 
 
