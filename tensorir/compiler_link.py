@@ -8,19 +8,39 @@ them.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import subprocess
 from pathlib import Path
 
-from tensorir import debug
+from tensorir import config, debug
 from tensorir.codegen.link import find_tool, link_shared
-from tensorir.codegen.llvm import LLVM_LOCK, emit_object, optimize, parse_ir, target_machine
+from tensorir.codegen.llvm import LLVM_LOCK, build_ir, emit_object, optimize, parse_ir, target_machine
 from tensorir.codegen.parallel import runtime_ir
 from tensorir.compiler import LIB_NAME, Build, entry_module_ir
 from tensorir.errors import TirError
 
 WEIGHTS_FILE = "weights.bin"
 _LD_EMULATION = {"x86_64": "elf_x86_64", "aarch64": "aarch64linux"}
+
+
+def kernels_object(build: Build) -> bytes:
+    """The kernels' ELF object, from the on-disk cache when the same LLVM IR was built before
+    for the same target and tensorir version (a second compile of a model skips LLVM)."""
+    from tensorir import __version__
+
+    text, _ = build_ir(build.kernels, build.target)
+    key = hashlib.sha256(f"{__version__}\n{build.target}\n{text}".encode()).hexdigest()[:32]
+    path = config.cache_dir() / "objects" / f"{key}.o"
+    if path.exists():
+        return path.read_bytes()
+    data = emit_object(build.kernels, build.target)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    tmp.replace(path)  # atomic: concurrent compiles never see a partial object
+    return data
 
 
 def _entry_object(build: Build, embedded: bool) -> bytes:
@@ -101,7 +121,7 @@ def write_artifact(build: Build, out: Path, weights: str = "embedded") -> Path:
     objects = []
     with debug.stage("llvm: kernels"):
         kernels = out / "kernels.o"
-        kernels.write_bytes(emit_object(build.kernels, build.target))
+        kernels.write_bytes(kernels_object(build))
         objects.append(kernels)
     entry = out / "entry.o"
     entry.write_bytes(_entry_object(build, embedded))

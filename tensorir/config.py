@@ -3,7 +3,7 @@
 TIR_DEBUG      0 (default) quiet; 1 stage names and times, tracebacks on errors;
                2 also the IR after every stage.
 TIR_DUMP_DIR   when set, every stage's IR is written to files in this folder.
-TIR_CACHE_DIR  tool cache: cross-compiled qemu drivers, stub libc (default: user cache dir).
+TIR_CACHE_DIR  cache: compiled kernel objects, qemu drivers, stub libc (default: user cache dir).
 TIR_LAYOUT     0 turns off the NCHW -> NCHW[x]c layout pass (default on).
 """
 

@@ -118,3 +118,14 @@ def test_cli_compile_run_profile(small, tmp_path, capsys):
     text = capsys.readouterr().out
     assert "vs onnxruntime: max_abs_err=" in text and "share" in text and "tir_k" in text
     assert any((tmp_path / "dump").iterdir())
+
+
+def test_second_compile_reuses_the_cached_kernel_object(small, tmp_path, monkeypatch):
+    model, feeds, refs = small
+    monkeypatch.setenv("TIR_CACHE_DIR", str(tmp_path / "cache"))
+    tir.compile(model)
+    (obj,) = (tmp_path / "cache" / "objects").iterdir()
+    stamp = obj.stat().st_mtime_ns
+    _close(tir.compile(model).run(feeds), refs)
+    assert [p.name for p in (tmp_path / "cache" / "objects").iterdir()] == [obj.name]
+    assert obj.stat().st_mtime_ns == stamp  # read, not rebuilt
