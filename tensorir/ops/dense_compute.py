@@ -1,17 +1,89 @@
 """Compute definition of `dense` (x: (M, K) @ w: (N, K)^T, the canonical form of gemm and of
-matmul by a constant): the register-blocked matrix product of matmul_compute.py with the
-weights already in the (N, K) layout its `bt` stage wants."""
+matmul by a constant).
+
+Many rows: the register-blocked matrix product of matmul_compute.py, with the weights already
+in the (N, K) layout its `bt` stage wants.
+
+One or two rows (a classifier head, a GEMV): the product is memory-bound and N-blocked
+tiles would stream the weights with little reuse, so the reduction is split instead:
+`dense_part[i, j, l] = sum_ko x[i, ko*L + l] * w[j, ko*L + l]` keeps L partial sums per
+output, read along each weight row contiguously (l vectorized, JB rows at once for
+independent accumulators), then `dense_gemv[i, j] = sum_l dense_part[i, j, l]`.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import tensorir.ops.dense  # noqa: F401  (the reference registers the op first)
 from tensorir.ops.matmul_compute import matmul_parts, schedule_matmul
-from tensorir.ops.nn_compute import load
+from tensorir.ops.nn_compute import (
+    acc_type,
+    fuse_all,
+    inline_elementwise,
+    load,
+    maybe_parallel,
+    pick_rows,
+    schedule_copy,
+    stage_named,
+    work_of,
+)
 from tensorir.ops.registry import register_compute
-from tensorir.schedule.te import Tensor, compute
+from tensorir.schedule.schedule import Schedule
+from tensorir.schedule.te import Tensor, compute, reduce_axis, sum_
+from tensorir.target import Target
+
+GEMV_LANES = 16  # partial sums per output (4 NEON vectors, 1 AVX-512 vector)
+GEMV_MAX_ROWS = 2
+GEMV_ROW_BLOCK = 4  # weight rows per inner step: independent accumulators
 
 
-@register_compute("dense", schedule=schedule_matmul)
+def _is_gemv(x: Tensor) -> bool:
+    m, k = x.shape
+    return m <= GEMV_MAX_ROWS and k % GEMV_LANES == 0 and k >= 4 * GEMV_LANES
+
+
+def _gemv(x: Tensor, w: Tensor) -> Tensor:
+    (m, k), n, L = x.shape, w.shape[0], GEMV_LANES
+    dt = acc_type(x.dtype)
+    ko = reduce_axis(k // L, "ko")
+    part = compute(
+        (m, n, L),
+        lambda i, j, l: sum_(load(x, (i, ko * L + l), dt) * load(w, (j, ko * L + l), dt), axis=ko),
+        name="dense_part",
+    )
+    lr = reduce_axis(L, "l")
+    acc = compute((m, n), lambda i, j: sum_(part[i, j, lr], axis=lr), name="dense_gemv")
+    return compute((m, n), lambda i, j: load(acc, (i, j), x.dtype), name="dense")
+
+
+def schedule_dense(s: Schedule, outputs: Sequence[Tensor], target: Target) -> None:
+    """GEMV form: row blocks in parallel, K lanes vectorized; else the blocked product."""
+    part = stage_named(s, "dense_part")
+    if part is None:
+        schedule_matmul(s, outputs, target)
+        return
+    inline_elementwise(s)
+    i, j, lane = part.op.axis
+    (ko,) = part.op.reduce_axis
+    jo, ji = part.split(j, factor=pick_rows(j.extent, GEMV_ROW_BLOCK))
+    outer = fuse_all(part, [i, jo])
+    part.reorder(outer, ko, ji, lane)
+    part.unroll(ji)
+    part.vectorize(lane)
+    maybe_parallel(part, outer, work_of(part))
+    for st in s.stages:
+        if st is not part and not st.inlined:
+            if st.op.reduce_axis:
+                fused = fuse_all(st, list(st.op.axis))
+                maybe_parallel(st, fused, work_of(st))
+            else:
+                schedule_copy(st, target)
+
+
+@register_compute("dense", schedule=schedule_dense)
 def dense_compute(x: Tensor, w: Tensor) -> Tensor:
+    if _is_gemv(x):
+        return _gemv(x, w)
     acc, _ = matmul_parts(x, w, False, True, "dense", ())
     return compute(acc.shape, lambda i, j: load(acc, (i, j), x.dtype), name="dense")
