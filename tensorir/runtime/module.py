@@ -160,12 +160,17 @@ class Module:
 
     # ---- files ----------------------------------------------------------------------
     def export(self, out: str | Path) -> Path:
-        out = Path(out)
-        out.mkdir(parents=True, exist_ok=True)
-        for f in self.dir.iterdir():
-            if f.is_file():
-                shutil.copy2(f, out / f.name)
-        return out
+        return export_folder(self.dir, out)
+
+
+def export_folder(src: Path, out: str | Path) -> Path:
+    """Copy a compiled folder (library, header, manifest, weights) to `out`."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    for f in src.iterdir():
+        if f.is_file():
+            shutil.copy2(f, out / f.name)
+    return out
 
 
 def load(directory: str | Path) -> Module:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -20,7 +19,7 @@ import numpy as np
 from tensorir.codegen.link import SYSROOT, _qemu, _run, _work_dir, find_tool
 from tensorir.errors import TirError
 from tensorir.graph.types import np_dtype
-from tensorir.runtime.module import check_feeds
+from tensorir.runtime.module import check_feeds, export_folder
 
 _MODEL_DRIVER = r"""
 #include <dlfcn.h>
@@ -117,9 +116,4 @@ class QemuModule:
             ]
 
     def export(self, out: str | Path) -> Path:
-        out = Path(out)
-        out.mkdir(parents=True, exist_ok=True)
-        for f in self.dir.iterdir():
-            if f.is_file():
-                shutil.copy2(f, out / f.name)
-        return out
+        return export_folder(self.dir, out)
