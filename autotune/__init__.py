@@ -1,0 +1,1 @@
+"""Autotuning: search spaces, measurement, cost model and the tuning-record database."""

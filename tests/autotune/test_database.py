@@ -1,0 +1,173 @@
+"""Tuning database: round trip, deterministic export, concurrent writers, crash safety."""
+
+from __future__ import annotations
+
+import json
+import math
+import multiprocessing as mp
+import os
+import signal
+
+import pytest
+
+from autotune.database import SCHEMA_VERSION, Database, default_path, record_id
+
+
+def rec(i: int, wk: str = "conv2d_1x3x8x8", device: str = "cpu-x86", cost: float | None = None, **kw):
+    r = {
+        "workload_key": wk,
+        "device": device,
+        "target": "llvm -mcpu=x86-64",
+        "config": {"tile": [i % 7 + 1, 4], "unroll": i % 2 == 0, "i": i},
+        "costs": [cost if cost is not None else 1e-3 * (1 + i % 13)] * 3,
+        "timestamp": 1000.0 + i,
+        "host": "testhost",
+    }
+    r.update(kw)
+    return r
+
+
+def test_default_path_from_config(tmp_path, monkeypatch):
+    monkeypatch.setenv("TIR_CACHE_DIR", str(tmp_path / "cache"))
+    assert default_path() == tmp_path / "cache" / "tuning.db"
+    with Database() as db:
+        db.add(rec(1))
+        assert len(db) == 1
+        assert db.db.journal_mode == "wal"
+    assert (tmp_path / "cache" / "tuning.db").exists()
+
+
+def test_round_trip_best_export_import(tmp_path):
+    db = Database(tmp_path / "a.db")
+    for i in range(20):
+        db.add(rec(i, wk=f"w{i % 3}", device="cpu" if i % 2 else "gpu"))
+    db.add(rec(0, wk="w0", device="gpu", cost=5.0))  # re-measurement replaces (same id)
+    assert len(db) == 20
+    best = db.best("w1", "cpu")
+    cands = [r for r in db.records("cpu") if r["workload_key"] == "w1"]
+    assert best == min(cands, key=lambda r: (r["mean_cost"], r["id"]))
+    assert best["schema_version"] == SCHEMA_VERSION
+    assert best["config"]["i"] % 3 == 1 and isinstance(best["costs"], list)
+    assert best["id"] == record_id("w1", "cpu", best["target"], SCHEMA_VERSION, best["config"])
+    assert db.best("nope", "cpu") is None
+
+    out1, out2 = tmp_path / "logs" / "all.jsonl", tmp_path / "logs" / "again.jsonl"
+    assert db.export_jsonl(out1) == 20
+    db.export_jsonl(out2)
+    assert out1.read_bytes() == out2.read_bytes()  # deterministic
+    lines = out1.read_text().splitlines()
+    rows = [json.loads(x) for x in lines]
+    keys = [(r["workload_key"], r["device"], r["id"]) for r in rows]
+    assert keys == sorted(keys) and len(set(keys)) == len(keys)
+    assert all(line == json.dumps(json.loads(line), sort_keys=True, separators=(",", ":")) for line in lines)
+    assert db.export_jsonl(tmp_path / "cpu.jsonl", device="cpu") == 10
+
+    db2 = Database(tmp_path / "b.db")
+    assert db2.import_jsonl(out1) == 20
+    assert db2.records() == db.records()
+    assert db2.best("w1", "cpu") == best
+    # importing again (and merging overlapping files) de-duplicates by id
+    db2.merge([out1, tmp_path / "cpu.jsonl"])
+    assert len(db2) == 20
+    db2.export_jsonl(tmp_path / "b.jsonl")
+    assert (tmp_path / "b.jsonl").read_bytes() == out1.read_bytes()
+
+
+def test_errors_recorded_and_excluded_from_best(tmp_path):
+    db = Database(tmp_path / "e.db")
+    db.add(rec(1, cost=2e-3))
+    db.add(rec(2, costs=[], error="build timeout after 10 s"))
+    db.add(rec(3, costs=[math.inf], mean_cost=math.inf, error="RuntimeError: segfault in kernel"))
+    db.add(rec(4, costs=[math.inf]))  # non-finite measurement without a reason is an error too
+    errs = {r["config"]["i"]: r for r in db.records() if r["error"]}
+    assert errs[2]["error"] == "build timeout after 10 s"
+    assert errs[3]["error"].startswith("RuntimeError") and errs[3]["mean_cost"] == math.inf
+    assert set(errs) == {2, 3, 4}
+    assert db.best("conv2d_1x3x8x8", "cpu-x86")["config"]["i"] == 1
+    assert db.stats() == {"count": 4, "errors": 3, "devices": {"cpu-x86": {"count": 4, "errors": 3}}}
+    # exported files are strict JSON (no Infinity) and come back unchanged
+    db.export_jsonl(tmp_path / "e.jsonl")
+    assert "Infinity" not in (tmp_path / "e.jsonl").read_text()
+    db2 = Database(tmp_path / "e2.db")
+    db2.import_jsonl(tmp_path / "e.jsonl")
+    assert db2.records() == db.records()
+    # only errors -> no best
+    db.add(rec(5, wk="bad", error="compile error"))
+    assert db.best("bad", "cpu-x86") is None
+
+
+def test_prune_and_stats(tmp_path):
+    db = Database(tmp_path / "p.db")
+    for i in range(30):
+        db.add(rec(i, wk=f"w{i % 2}", cost=float(i + 1)))
+    db.add(rec(100, error="x"))
+    db.add(rec(5, device="other"))
+    assert db.stats()["devices"]["cpu-x86"] == {"count": 31, "errors": 1}
+    assert db.prune("cpu-x86", keep_top=3) == 25
+    left = db.records("cpu-x86")
+    assert sorted(r["mean_cost"] for r in left if r["workload_key"] == "w0") == [1.0, 3.0, 5.0]
+    assert sorted(r["mean_cost"] for r in left if r["workload_key"] == "w1") == [2.0, 4.0, 6.0]
+    assert len(db.records("other")) == 1 and db.stats()["count"] == 7
+
+
+def _writer(path: str, tag: str, n: int) -> None:
+    db = Database(path)
+    for i in range(n):
+        db.add(rec(i, wk=f"wk-{tag}-{i % 5}"))
+    db.close()
+
+
+def test_two_processes_write_concurrently(tmp_path):
+    path = str(tmp_path / "c.db")
+    Database(path).close()
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=_writer, args=(path, tag, 200)) for tag in ("a", "b")]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    db = Database(path)
+    assert len(db) == 400
+    assert db.db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def _crasher(path: str, conn) -> None:
+    db = Database(path)
+    for i in range(1_000_000):
+        db.add(rec(i))
+        conn.send(i)  # reported only after the commit returned
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
+def test_sigkill_mid_run_keeps_finished_records(tmp_path):
+    path = str(tmp_path / "k.db")
+    ctx = mp.get_context("spawn")
+    recv, send = ctx.Pipe(duplex=False)
+    p = ctx.Process(target=_crasher, args=(path, send))
+    p.start()
+    send.close()
+    done = []
+    while len(done) < 150:
+        assert recv.poll(30), "child stopped reporting"
+        done.append(recv.recv())
+    os.kill(p.pid, signal.SIGKILL)
+    p.join(30)
+    assert p.exitcode == -signal.SIGKILL
+    try:
+        while recv.poll(0.2):
+            done.append(recv.recv())
+    except EOFError:
+        pass
+    assert done == list(range(len(done)))
+
+    db = Database(path)  # reopens after the crash (WAL recovery)
+    assert db.db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    have = {r["config"]["i"] for r in db.records()}
+    assert set(done) <= have  # every finished record survived
+    assert len(have) <= len(done) + 1  # at most the one committed but not yet reported
+    # resume: keep adding
+    for i in range(10_000, 10_020):
+        db.add(rec(i))
+    assert len(db) == len(have) + 20
+    assert db.best("conv2d_1x3x8x8", "cpu-x86") is not None
