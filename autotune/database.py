@@ -31,6 +31,8 @@ from typing import Any
 
 import sqlite_utils
 
+from tensorir.errors import InputError
+
 SCHEMA_VERSION = 1
 TABLE = "records"
 BUSY_TIMEOUT_S = 10.0
@@ -49,6 +51,10 @@ COLUMNS: dict[str, type] = {
     "timestamp": float,
     "host": str,
 }
+
+
+class RecordFormatError(InputError, ValueError):
+    """A JSON Lines tuning log has a malformed line (the message names ``file:line``)."""
 
 
 def default_path() -> Path:
@@ -141,6 +147,70 @@ def _to_json_line(row: dict) -> str:
     return json.dumps(out, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
+to_json_line = _to_json_line  # a stored row -> its canonical JSON Lines text (no newline)
+
+
+def line_sort_key(row: dict) -> tuple[str, str, str]:
+    """The order of lines in exported / merged JSON Lines files."""
+    return (row["workload_key"], row["device"], row["id"])
+
+
+def read_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:
+    """(line number, record dict) for every non-blank line of a JSON Lines file, as written
+    (not normalized). A line that is not a JSON object raises :class:`RecordFormatError`."""
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise RecordFormatError(f"{path}:{n}: not a JSON record: {e}") from None
+            if not isinstance(obj, dict):
+                raise RecordFormatError(f"{path}:{n}: not a JSON record: expected an object")
+            yield n, obj
+
+
+def normalize_at(record: dict, path: str | os.PathLike, lineno: int) -> dict:
+    """:func:`normalize`, with a bad record reported as ``file:line``."""
+    try:
+        return normalize(record)
+    except (ValueError, TypeError) as e:
+        raise RecordFormatError(f"{path}:{lineno}: bad tuning record: {e}") from None
+
+
+def load_jsonl(path: str | os.PathLike) -> list[dict]:
+    """Every record of a JSON Lines file as stored rows (see :func:`normalize`)."""
+    return [normalize_at(obj, path, n) for n, obj in read_jsonl(path)]
+
+
+BEST_SQL = (
+    "SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY workload_key, device "
+    "ORDER BY mean_cost, id) AS _rank, COUNT(*) OVER (PARTITION BY workload_key, device) AS _n "
+    f"FROM {TABLE} WHERE schema_version = ? AND error IS NULL AND mean_cost IS NOT NULL{{where}}) "
+    "WHERE _rank = 1 ORDER BY workload_key, device"
+)
+
+
+def best_rows(conn: Any, device: str | None = None, target: str | None = None) -> list[dict]:
+    """The best stored row per (workload_key, device) of the current schema, read through
+    ``conn`` (a sqlite3 or sqlite-utils connection), optionally of one device / target."""
+    where, args = "", [SCHEMA_VERSION]
+    if device is not None:
+        where, args = where + " AND device = ?", [*args, device]
+    if target is not None:
+        where, args = where + " AND target = ?", [*args, target]
+    cur = conn.execute(BEST_SQL.format(where=where), args)
+    names = [d[0] for d in cur.description]
+    out = []
+    for values in cur.fetchall():
+        row = dict(zip(names, values, strict=True))
+        row.pop("_rank")
+        row.pop("_n")
+        out.append(row)
+    return out
+
+
 class Database:
     """The local tuning database (one SQLite file; safe for concurrent writer processes)."""
 
@@ -206,10 +276,21 @@ class Database:
                 self.table.upsert_all(rows, pk="id")
         return len(rows)
 
-    def prune(self, device: str, keep_top: int = 10) -> int:
+    def prune(self, device: str, keep_top: int | None = 10, drop_errors: bool = True) -> int:
         """Keep, per workload of ``device``, the ``keep_top`` best successful records of the
-        current schema; delete the rest (errors included). Returns the number deleted."""
+        current schema; delete the rest (errors too, unless ``drop_errors`` is false).
+        ``keep_top=None`` keeps every successful record (only errors go). Returns the number
+        deleted."""
+        if keep_top is None:
+            if not drop_errors:
+                return 0
+            with self._write():
+                cur = self.db.execute(f"DELETE FROM {TABLE} WHERE device = ? AND error IS NOT NULL", [device])
+            return cur.rowcount
         keep: set[str] = set()
+        if not drop_errors:
+            errs = f"SELECT id FROM {TABLE} WHERE device = ? AND error IS NOT NULL"
+            keep.update(r[0] for r in self.db.execute(errs, [device]))
         sql = (
             f"SELECT id, workload_key FROM {TABLE} WHERE device = ? AND schema_version = ? "
             "AND error IS NULL AND mean_cost IS NOT NULL ORDER BY workload_key, mean_cost, id"
@@ -254,6 +335,31 @@ class Database:
     def __len__(self) -> int:
         return self.table.count
 
+    def devices(self) -> list[str]:
+        """The devices that have records, sorted."""
+        return [r[0] for r in self.db.execute(f"SELECT DISTINCT device FROM {TABLE} ORDER BY device")]
+
+    def workload_count(self, device: str | None = None) -> int:
+        """How many distinct workload keys have records (of ``device``, or of any device)."""
+        where, args = (" WHERE device = ?", [device]) if device is not None else ("", [])
+        sql = f"SELECT COUNT(DISTINCT workload_key) FROM {TABLE}{where}"
+        return int(self.db.execute(sql, args).fetchone()[0])
+
+    def record_counts(self, device: str | None = None) -> dict[tuple[str, str], int]:
+        """{(workload_key, device): number of records, errors included}."""
+        where, args = (" WHERE device = ?", [device]) if device is not None else ("", [])
+        sql = f"SELECT workload_key, device, COUNT(*) FROM {TABLE}{where} GROUP BY workload_key, device"
+        return {(w, d): n for w, d, n in self.db.execute(sql, args).fetchall()}
+
+    def best_records(self, device: str | None = None, target: str | None = None) -> list[dict]:
+        """The best successful record per (workload_key, device), sorted by that pair."""
+        return [_to_record(r) for r in best_rows(self.db, device, target)]
+
+    def size_bytes(self) -> int:
+        """Bytes on disk: the database file plus its WAL."""
+        files = [self.path, self.path.with_name(self.path.name + "-wal")]
+        return sum(f.stat().st_size for f in files if f.exists())
+
     def stats(self) -> dict:
         """{"count": n, "errors": n, "devices": {device: {"count": n, "errors": n}}}."""
         sql = f"SELECT device, COUNT(*), SUM(error IS NOT NULL) FROM {TABLE} GROUP BY device ORDER BY device"
@@ -266,32 +372,93 @@ class Database:
 
     # -- JSON Lines exchange -----------------------------------------------------------------
 
-    def export_jsonl(self, path: str | os.PathLike, device: str | None = None) -> int:
+    def export_jsonl(
+        self, path: str | os.PathLike, device: str | None = None, best_only: bool = False
+    ) -> int:
         """Write records sorted by (workload_key, device, id), one per line with sorted keys
-        (de-duplicated by id), atomically. Returns the number of lines."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        lines = [_to_json_line(r) for r in self._rows(device)]
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        with open(tmp, "w", encoding="utf-8", newline="\n") as f:
-            for line in lines:
-                f.write(line + "\n")
-        os.replace(tmp, path)
-        return len(lines)
+        (de-duplicated by id), atomically. ``best_only``: only the best successful record of
+        each (workload_key, device). Returns the number of lines."""
+        rows = best_rows(self.db, device) if best_only else self._rows(device)
+        return write_jsonl(path, rows)
 
     def import_jsonl(self, path: str | os.PathLike) -> int:
-        """Upsert every record of a JSON Lines file (one transaction). Returns the count."""
-        records = []
-        with open(path, encoding="utf-8") as f:
-            for n, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    records.append(json.loads(line))
-                except json.JSONDecodeError as e:
-                    raise ValueError(f"{path}:{n}: not a JSON record: {e}") from None
-        return self.add_many(records)
+        """Upsert every record of a JSON Lines file (one transaction). Returns the count.
+        A malformed line raises :class:`RecordFormatError` (a ValueError) naming ``file:line``."""
+        rows = load_jsonl(path)
+        self.import_rows(rows)
+        return len(rows)
+
+    def import_rows(self, rows: Iterable[dict]) -> dict[str, int]:
+        """Upsert already-normalized rows in one transaction; returns {"new": n, "replaced": n,
+        "skipped": n} (skipped: a row with that id and the same content was already stored)."""
+        counts = {"new": 0, "replaced": 0, "skipped": 0}
+        todo: dict[str, dict] = {}
+        for row in rows:
+            todo[row["id"]] = row  # a later line with the same id wins, as with add_many
+        with self._write():
+            ids = list(todo)
+            have: dict[str, dict] = {}
+            for i in range(0, len(ids), 500):
+                chunk = ids[i : i + 500]
+                have.update(
+                    {
+                        r["id"]: r
+                        for r in self.table.rows_where(f"id IN ({','.join('?' * len(chunk))})", chunk)
+                    }
+                )
+            write = []
+            for rid, row in todo.items():
+                if rid not in have:
+                    counts["new"] += 1
+                    write.append(row)
+                elif have[rid] == row:
+                    counts["skipped"] += 1
+                else:
+                    counts["replaced"] += 1
+                    write.append(row)
+            if write:
+                self.table.upsert_all(write, pk="id")
+        return counts
 
     def merge(self, paths: Iterable[str | os.PathLike]) -> int:
         """Import several JSON Lines files; returns the total number of records read."""
         return sum(self.import_jsonl(p) for p in paths)
+
+
+def write_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> int:
+    """Write stored rows as canonical JSON Lines sorted by :func:`line_sort_key`, atomically
+    (a temporary file renamed over ``path``). Returns the number of lines."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = [_to_json_line(r) for r in sorted(rows, key=line_sort_key)]
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w", encoding="utf-8", newline="\n") as f:
+        for line in lines:
+            f.write(line + "\n")
+    os.replace(tmp, path)
+    return len(lines)
+
+
+def merge_rows(logs: Iterable[Iterable[dict]], base: Iterable[dict] | None = None) -> list[dict]:
+    """Union of several logs of stored rows, one row per id, sorted by :func:`line_sort_key`.
+
+    Where logs disagree about one id, the row with the later ``timestamp`` wins (ties: the
+    greater canonical line), so the result does not depend on the order of the logs and
+    merging a result again changes nothing. With ``base`` (the common ancestor of a three-way
+    merge), an id present in the base but missing from any log was deleted there (pruned)
+    and stays deleted."""
+    logs = [list(log) for log in logs]
+    chosen: dict[str, tuple[float, str, dict]] = {}
+    for log in logs:
+        for row in log:
+            key = (row["timestamp"], _to_json_line(row), row)
+            old = chosen.get(row["id"])
+            if old is None or key[:2] > old[:2]:
+                chosen[row["id"]] = key
+    if base is not None:
+        base_ids = {r["id"] for r in base}
+        for log in logs:
+            ids = {r["id"] for r in log}
+            for rid in base_ids - ids:
+                chosen.pop(rid, None)
+    return sorted((v[2] for v in chosen.values()), key=line_sort_key)

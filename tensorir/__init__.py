@@ -29,15 +29,15 @@ def compile(  # noqa: A001 - the public name the design promises
     weights: str = "embedded",
 ):
     """Compile a model (path or onnx.ModelProto) to a native library; returns a loaded
-    Module for host targets (`.run`, `.profile`, `.export`, `.set_num_threads`)."""
+    Module for host targets (`.run`, `.profile`, `.export`, `.set_num_threads`).
+    `records`: tuned configs per workload key — a {key: config} dict or anything with
+    `best(key)` (autotune.records.Records); workloads without one use the defaults."""
     import tempfile
 
     from tensorir.compiler import compile_model
     from tensorir.runtime.module import Module
 
-    if records is not None:
-        raise TirError("compile(records=...): tuning records are not supported yet")
-    build = compile_model(model, target, input_shapes)
+    build = compile_model(model, target, input_shapes, records=records)
     out = build.write(tempfile.mkdtemp(prefix="tir-build-"), weights)
     if build.target.arch == "x86_64":
         return Module(out)

@@ -68,6 +68,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=0, help="compiled folder: threads (0: all cores)")
     p.add_argument("--onnx", metavar="MODEL", help="compiled folder: the ONNX model for --compare-ort")
     p.set_defaults(func=_cmd_run)
+
+    try:  # `tir db`, when the autotune package is installed (tensorir never needs it)
+        from autotune.cli_db import add_db_parser
+    except ModuleNotFoundError as e:
+        if e.name not in ("autotune", "autotune.cli_db"):
+            raise
+    else:
+        add_db_parser(sub)
     return parser
 
 

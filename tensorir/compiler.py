@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,9 @@ from tensorir.errors import TirError
 from tensorir.graph.graph import Graph, Value
 from tensorir.graph.types import TensorType
 from tensorir.loop.ir import LoopFunc
-from tensorir.ops.kernel import op_kernel
+from tensorir.ops.conv_algorithms import Specialized
+from tensorir.ops.kernel import build_kernel
+from tensorir.ops.workload import workload_key
 from tensorir.passes.memory_plan import ALIGN, plan_memory, storage_root
 from tensorir.target import Target, get_target
 
@@ -66,16 +68,16 @@ class _Weights:
     def __init__(self) -> None:
         self.chunks: list[bytes] = []
         self.size = 0
-        self.offsets: dict[int, int] = {}
+        self.offsets: dict[Hashable, int] = {}
 
-    def place(self, nid: int, array: np.ndarray) -> int:
-        if nid not in self.offsets:
-            data = np.ascontiguousarray(array).tobytes()
-            self.offsets[nid] = self.size
+    def place(self, key: Hashable, make: Callable[[], np.ndarray]) -> int:
+        if key not in self.offsets:
+            data = np.ascontiguousarray(make()).tobytes()
+            self.offsets[key] = self.size
             pad = (-len(data)) % ALIGN
             self.chunks.append(data + b"\0" * pad)
             self.size += len(data) + pad
-        return self.offsets[nid]
+        return self.offsets[key]
 
     def blob(self) -> bytes:
         return b"".join(self.chunks)
@@ -95,47 +97,90 @@ class _Binder:
             if g.node(root.node).op not in ("input", "constant"):
                 self.out_of_root.setdefault(root, k)
 
-    def arg(self, v: Value) -> Arg:
+    def arg(self, v: Value, transform: Callable | None = None) -> Arg:
+        """Where `v` lives; `transform` (a weight the kernel reads rewritten, e.g. Winograd's
+        U = G w G^T) places the transformed constant instead, once per (constant, transform)."""
         root = storage_root(self.g, v)
         node = self.g.node(root.node)
         if node.op == "input":
             return Arg("input", self.inputs[root.node])
         if node.op == "constant":
-            return Arg("weight", self.weights.place(root.node, node.value))
+            if transform is not None:
+                key = (root.node, getattr(transform, "key", id(transform)))
+                return Arg("weight", self.weights.place(key, lambda: transform(node.value)))
+            return Arg("weight", self.weights.place(root.node, lambda: node.value))
         if root in self.out_of_root:
             return Arg("output", self.out_of_root[root])
         return Arg("workspace", self.offsets[root])
 
 
-def _kernels(g: Graph, target: Target) -> dict[int, LoopFunc]:
-    funcs = {}
+def lookup_config(records: Any, key: str) -> dict | None:
+    """The best record's config for a workload: `records` is None, a {key: config} mapping,
+    or anything with `best(key) -> config | None` (autotune.records.Records)."""
+    if records is None:
+        return None
+    if isinstance(records, Mapping):
+        return records.get(key)
+    return records.best(key)
+
+
+@dataclass
+class _Kernel:
+    func: LoopFunc
+    spec: Specialized
+    config: dict | None  # the tuning record's knobs, None for the defaults
+
+
+def _const_args(g: Graph, nid: int) -> frozenset[int]:
+    return frozenset(
+        k for k, v in enumerate(g.inputs_of(nid)) if g.node(storage_root(g, v).node).op == "constant"
+    )
+
+
+def _kernels(g: Graph, target: Target, records: Any = None) -> dict[int, _Kernel]:
+    """One kernel per op node; with the best tuning record's knobs where there is one.
+    A record that no longer builds (an older template) falls back to the defaults."""
+    kernels = {}
     for k, nid in enumerate(g.op_nodes()):
         node = g.node(nid)
         if storage_root(g, Value(nid)) != Value(nid):
             continue  # a view (reshape of an op's output): no kernel, no copy
         in_types = [g.type_of(v) for v in g.inputs_of(nid)]
         label = f"node '{node.name or nid}' ({node.op})"
+        name = f"tir_k{k}_{node.op}"
+        const = _const_args(g, nid)
+        config = lookup_config(records, workload_key(node.op, in_types, node.attr))
         try:
-            funcs[nid] = op_kernel(node.op, in_types, node.attr, target, name=f"tir_k{k}_{node.op}")
+            if config is not None:
+                try:
+                    func, spec = build_kernel(node.op, in_types, node.attr, target, config, name, const)
+                    kernels[nid] = _Kernel(func, spec, config)
+                    continue
+                except TirError as e:
+                    debug.log(1, f"{label}: tuning record ignored ({e})")
+            func, spec = build_kernel(node.op, in_types, node.attr, target, None, name, const)
+            kernels[nid] = _Kernel(func, spec, None)
         except TirError as e:
             raise TirError(f"{label}: {e}") from None
-    return funcs
+    return kernels
 
 
-def _scratch_sizes(funcs: Mapping[int, LoopFunc]) -> dict[int, list[int]]:
+def _scratch_sizes(kernels: Mapping[int, _Kernel]) -> dict[int, list[int]]:
     out = {}
-    for nid, f in funcs.items():
+    for nid, kern in kernels.items():
+        f = kern.func
         n = f.attrs.get("num_scratch", 0)
         bufs = f.params[len(f.params) - n :] if n else ()
         out[nid] = [TensorType(b.shape, b.dtype).nbytes for b in bufs]
     return out
 
 
-def _bind(g: Graph, funcs: Mapping[int, LoopFunc], plan) -> tuple[list[KernelCall], list[Copy], _Binder]:
+def _bind(g: Graph, kernels: Mapping[int, _Kernel], plan) -> tuple[list[KernelCall], list[Copy], _Binder]:
     binder = _Binder(g, plan.offsets)
     calls = []
-    for nid, f in funcs.items():
-        args = [binder.arg(v) for v in g.inputs_of(nid)]
+    for nid, kern in kernels.items():
+        f, transforms = kern.func, kern.spec.transforms
+        args = [binder.arg(v, transforms.get(k)) for k, v in enumerate(g.inputs_of(nid))]
         args += [binder.arg(Value(nid, i)) for i in range(len(g.node(nid).outputs))]
         args += [Arg("workspace", off) for off in plan.scratch_offsets.get(nid, [])]
         if len(args) != len(f.params):
@@ -149,6 +194,10 @@ def _bind(g: Graph, funcs: Mapping[int, LoopFunc], plan) -> tuple[list[KernelCal
     return calls, copies, binder
 
 
+def _in_types(g: Graph, nid: int) -> list[TensorType]:
+    return [g.type_of(v) for v in g.inputs_of(nid)]
+
+
 def _io(g: Graph, values: Sequence[tuple[str, Value]]) -> list[dict[str, Any]]:
     return [{"name": n, "shape": list(g.type_of(v).shape), "dtype": g.type_of(v).dtype} for n, v in values]
 
@@ -157,8 +206,10 @@ def compile_model(
     model: onnx.ModelProto | str | os.PathLike,
     target: Target | str = "host",
     input_shapes: Mapping[str, Sequence[int]] | None = None,
+    records: Any = None,
 ) -> Build:
-    """Compile a whole model for `target` (see the module docstring for the steps)."""
+    """Compile a whole model for `target` (see the module docstring for the steps);
+    `records` gives tuned knob configs per workload (see `lookup_config`)."""
     from tensorir import __version__
     from tensorir.frontend.onnx import from_onnx
     from tensorir.pipeline import optimize
@@ -167,12 +218,13 @@ def compile_model(
     raw = _model_bytes(model)
     graph = optimize(from_onnx(model, input_shapes=input_shapes), target=target)
     with debug.stage("kernels") as st:
-        funcs = _kernels(graph, target)
-        st.result = "\n\n".join(str(f) for f in funcs.values())
+        kernels = _kernels(graph, target, records)
+        st.result = "\n\n".join(str(k.func) for k in kernels.values())
     with debug.stage("memory plan") as st:
-        plan = plan_memory(graph, scratch=_scratch_sizes(funcs))
+        plan = plan_memory(graph, scratch=_scratch_sizes(kernels))
         st.result = plan.summary()
-    calls, copies, binder = _bind(graph, funcs, plan)
+    calls, copies, binder = _bind(graph, kernels, plan)
+    tuned = sum(k.config is not None for k in kernels.values())
     manifest = {
         "tensorir_version": __version__,
         "target": target.name,
@@ -184,19 +236,28 @@ def compile_model(
         "workspace_lower_bound": plan.lower_bound,
         "workspace_no_reuse": plan.no_reuse,
         "weights_bytes": binder.weights.size,
+        "tuned_kernels": tuned,
+        "untuned_kernels": len(kernels) - tuned,
         "kernels": [
-            {"symbol": c.symbol, "op": graph.node(nid).op, "args": [a.to_json() for a in c.args]}
-            for c, nid in zip(calls, funcs, strict=True)
+            {
+                "symbol": c.symbol,
+                "op": graph.node(nid).op,
+                "args": [a.to_json() for a in c.args],
+                "workload": workload_key(graph.node(nid).op, _in_types(graph, nid), graph.node(nid).attr),
+                **({"algorithm": kernels[nid].spec.algorithm} if kernels[nid].spec.algorithm else {}),
+                **({"config": kernels[nid].config} if kernels[nid].config is not None else {}),
+            }
+            for c, nid in zip(calls, kernels, strict=True)
         ],
         "copies": [{"dst": c.dst.to_json(), "src": c.src.to_json(), "bytes": c.nbytes} for c in copies],
     }
     return Build(
         graph=graph,
         target=target,
-        kernels=list(funcs.values()),
+        kernels=[k.func for k in kernels.values()],
         calls=calls,
         copies=copies,
-        ops=[graph.node(n).op for n in funcs],
+        ops=[graph.node(n).op for n in kernels],
         workspace=plan.workspace,
         weights=binder.weights.blob(),
         manifest=manifest,

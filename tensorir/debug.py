@@ -53,3 +53,9 @@ def stage(name: str) -> Iterator[StageRecord]:
         dump.mkdir(parents=True, exist_ok=True)
         slug = re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
         (dump / f"{next(_counter):02d}_{slug}.txt").write_text(str(rec.result) + "\n")
+
+
+def log(level: int, message: str) -> None:
+    """Print `message` to stderr when TIR_DEBUG >= level."""
+    if config.debug_level() >= level:
+        print(f"[tir] {message}", file=sys.stderr)

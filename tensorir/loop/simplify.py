@@ -79,11 +79,29 @@ def match(pat: Any, node: Any, binds: dict[str, Any]) -> bool:
             return bool(binds[pat.name] == node)
         binds[pat.name] = node
         return True
-    if is_dataclass(pat) and not isinstance(pat, type):
+    names = _field_names(type(pat))
+    if names is not None:
         if type(pat) is not type(node):
             return False
-        return all(match(getattr(pat, f.name), getattr(node, f.name), binds) for f in fields(pat))
+        for name in names:  # noqa: SIM110 - a plain loop: this is the hottest path of lowering
+            if not match(getattr(pat, name), getattr(node, name), binds):
+                return False
+        return True
     return bool(pat == node)
+
+
+_FIELD_NAMES: dict[type, tuple[str, ...] | None] = {}
+
+
+def _field_names(cls: type) -> tuple[str, ...] | None:
+    """The dataclass field names of `cls` (None for other types), cached: `match` runs
+    hundreds of thousands of times per kernel."""
+    try:
+        return _FIELD_NAMES[cls]
+    except KeyError:
+        names = tuple(f.name for f in fields(cls)) if is_dataclass(cls) else None
+        _FIELD_NAMES[cls] = names
+        return names
 
 
 X, Y = Wild("x"), Wild("y")
@@ -290,13 +308,32 @@ RULES: dict[type, list[Rule]] = {BinOp: BINOP_RULES, Cmp: CMP_RULES, **OTHER_RUL
 
 def rewrite(e: Expr, rules: Mapping[type, list[Rule]], ranges: Mapping[Expr, Range]) -> Expr | None:
     """Apply the first rule of `rules` (for e's node type) that matches `e` and fires."""
-    for pat, fn in rules.get(type(e), ()):
+    for pat, fn in _candidates(rules, e):
         binds: dict[str, Any] = {}
         if match(pat, e, binds):
             out = fn(Match(binds, ranges))
             if out is not None and out != e:
                 return out
     return None
+
+
+_BY_OP: dict[tuple[int, type, Any], list[Rule]] = {}
+
+
+def _candidates(rules: Mapping[type, list[Rule]], e: Expr) -> list[Rule]:
+    """The rules whose pattern can match `e`: same node type and, when the pattern names an
+    operator (BinOp("+", ...)), the same operator — an index so `match` runs less often."""
+    op = getattr(e, "op", None)
+    key = (id(rules), type(e), op if isinstance(op, str) else None)
+    found = _BY_OP.get(key)
+    if found is None:
+        found = [
+            r
+            for r in rules.get(type(e), ())
+            if not isinstance(getattr(r[0], "op", None), str) or getattr(r[0], "op", None) == key[2]
+        ]
+        _BY_OP[key] = found
+    return found
 
 
 # ---- the simplifier ------------------------------------------------------------------

@@ -26,13 +26,24 @@ def _is_child(v: object) -> bool:
     return isinstance(v, Expr | Stmt)
 
 
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _fields(cls: type) -> tuple[str, ...]:
+    """Field names of a node class, cached (dataclasses.fields is slow on hot paths)."""
+    names = _FIELDS.get(cls)
+    if names is None:
+        names = _FIELDS[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    return names
+
+
 def children(node: object) -> Iterator[Node]:
     """The direct sub-expressions and sub-statements of `node`, in field order."""
     skip = _BINDERS.get(type(node))
-    for f in dataclasses.fields(node):  # type: ignore[arg-type]
-        if f.name == skip:
+    for name in _fields(type(node)):
+        if name == skip:
             continue
-        v = getattr(node, f.name)
+        v = getattr(node, name)
         if _is_child(v):
             yield v
         elif isinstance(v, tuple):
@@ -72,10 +83,10 @@ class Mutator:
     def generic(self, node: Any) -> Any:
         skip = _BINDERS.get(type(node))
         changes: dict[str, object] = {}
-        for f in dataclasses.fields(node):
-            if f.name == skip:
+        for name in _fields(type(node)):
+            if name == skip:
                 continue
-            v = getattr(node, f.name)
+            v = getattr(node, name)
             if _is_child(v):
                 nv = self.visit(v)
             elif isinstance(v, tuple) and any(_is_child(x) for x in v):
@@ -84,7 +95,7 @@ class Mutator:
             else:
                 continue
             if nv is not v:
-                changes[f.name] = nv
+                changes[name] = nv
         return dataclasses.replace(node, **changes) if changes else node
 
 

@@ -30,6 +30,7 @@ from tensorir.ops.nn_compute import (
 )
 from tensorir.ops.registry import register_compute
 from tensorir.schedule.schedule import Schedule
+from tensorir.schedule.space import knob
 from tensorir.schedule.te import Tensor, compute, reduce_axis, sum_
 from tensorir.target import Target
 
@@ -66,7 +67,8 @@ def schedule_dense(s: Schedule, outputs: Sequence[Tensor], target: Target) -> No
     inline_elementwise(s)
     i, j, lane = part.op.axis
     (ko,) = part.op.reduce_axis
-    jo, ji = part.split(j, factor=pick_rows(j.extent, GEMV_ROW_BLOCK))
+    block = knob("gemv_rows", [r for r in (1, 2, 4, 8) if r <= j.extent], pick_rows(j.extent, GEMV_ROW_BLOCK))
+    jo, ji = part.split(j, factor=block)
     outer = fuse_all(part, [i, jo])
     part.reorder(outer, ko, ji, lane)
     part.unroll(ji)

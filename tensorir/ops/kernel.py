@@ -6,8 +6,8 @@ outs = run_op("conv", [x, w], attrs)          # compiled for the host and run
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -17,8 +17,12 @@ from tensorir.loop.ir import Buffer, LoopFunc, Seq
 from tensorir.ops.registry import get_op
 from tensorir.schedule import Schedule, create_schedule, lower, placeholder
 from tensorir.schedule.defaults import schedule_injective
+from tensorir.schedule.space import Space, discover_space, pin, use_config
 from tensorir.schedule.te import PlaceholderOp, Tensor
 from tensorir.target import Target, get_target
+
+if TYPE_CHECKING:
+    from tensorir.ops.conv_algorithms import Specialized
 
 ScheduleFn = Callable[[Schedule, Sequence[Tensor], Target], None]
 
@@ -62,16 +66,59 @@ def op_kernel(
     target: Target | str = "host",
     name: str | None = None,
     schedule: ScheduleFn | None = None,
+    config: Mapping[str, Any] | None = None,
 ) -> LoopFunc:
-    """Lower `op` on these input types with its default (or the given) schedule."""
+    """Lower `op` on these input types with its default (or the given) schedule; `config`
+    sets the template's knobs (schedule/space.py; missing knobs take their defaults)."""
     target = get_target(target)
-    ins, outs = op_compute(op, in_types, attrs)
-    if all(isinstance(t.op, PlaceholderOp) for t in outs):  # all empty: nothing to compute
-        return LoopFunc(name or op, tuple(Buffer(t.name, t.shape, t.dtype) for t in [*ins, *outs]), Seq(()))
-    s = create_schedule(outs)
-    sched = schedule or default_schedule(op, attrs)
-    sched(s, outs, target)
-    return lower(s, [*ins, *outs], name=name or op)
+    with use_config(config):
+        ins, outs = op_compute(op, in_types, attrs)
+        if all(isinstance(t.op, PlaceholderOp) for t in outs):  # all empty: nothing to compute
+            params = tuple(Buffer(t.name, t.shape, t.dtype) for t in [*ins, *outs])
+            return LoopFunc(name or op, params, Seq(()))
+        s = create_schedule(outs)
+        sched = schedule or default_schedule(op, attrs)
+        sched(s, outs, target)
+        return lower(s, [*ins, *outs], name=name or op)
+
+
+def build_kernel(
+    op: str,
+    in_types: Sequence[TensorType],
+    attrs: dict[str, Any],
+    target: Target | str = "host",
+    config: Mapping[str, Any] | None = None,
+    name: str | None = None,
+    const_args: frozenset[int] | None = None,
+) -> tuple[LoopFunc, Specialized]:
+    """The kernel of a graph node under `config`, after the algorithm choice (which may
+    rewrite the op and its weight input: apply `spec.transforms` to those constants)."""
+    from tensorir.ops.conv_algorithms import specialize
+
+    target = get_target(target)
+    with use_config(config):
+        spec = specialize(op, in_types, attrs, target, const_args)
+    with pin("algorithm", spec.algorithm):
+        func = op_kernel(spec.op, spec.in_types, dict(spec.attrs), target, name=name, config=config)
+    return func, spec
+
+
+def kernel_space(
+    op: str, in_types: Sequence[TensorType], attrs: dict[str, Any], target: Target | str = "host"
+) -> Space:
+    """The knobs the op's template reads on these inputs (per algorithm)."""
+    target = get_target(target)
+
+    def build() -> None:
+        from tensorir.ops.conv_algorithms import specialize
+
+        spec = specialize(op, in_types, attrs, target)
+        with pin("algorithm", spec.algorithm):
+            _, outs = op_compute(spec.op, spec.in_types, dict(spec.attrs))
+            if not all(isinstance(t.op, PlaceholderOp) for t in outs):
+                default_schedule(spec.op, dict(spec.attrs))(create_schedule(outs), outs, target)
+
+    return discover_space(build)
 
 
 def default_schedule(op: str, attrs: dict[str, Any]) -> ScheduleFn:
@@ -84,13 +131,17 @@ def default_schedule(op: str, attrs: dict[str, Any]) -> ScheduleFn:
 
 
 def run_op(
-    op: str, inputs: Sequence[np.ndarray], attrs: dict[str, Any], target: Target | str = "host"
+    op: str,
+    inputs: Sequence[np.ndarray],
+    attrs: dict[str, Any],
+    target: Target | str = "host",
+    config: Mapping[str, Any] | None = None,
 ) -> list[np.ndarray]:
-    """Compile `op` for the host and run it; outputs in op order."""
+    """Compile `op` for the host (with the template knobs in `config`) and run it."""
     from tensorir.runtime.jit import compile_host
 
     in_types = [TensorType.of(np.asarray(a)) for a in inputs]
-    func = op_kernel(op, in_types, attrs, target)
+    func = op_kernel(op, in_types, attrs, target, config=config)
     out_types = get_op(op).infer(in_types, attrs)
     outs = [np.empty(t.shape, np_dtype(t.dtype)) for t in out_types]
     args = [np.require(a, requirements="C") for a in inputs]  # ascontiguousarray makes 0-d 1-d

@@ -170,10 +170,18 @@ def conv2d_nchwc_compute(
     dilations: Ints | None = None,
     group: int = 1,
 ) -> Any:
+    from tensorir.ops.conv_algorithms import conv_algorithm
     from tensorir.ops.nn_compute import acc_type, const, load, pad_spatial
     from tensorir.schedule.te import cast, compute, reduce_axis, sum_
 
-    s, p, d = conv_nchwc_attrs({"strides": strides, "pads": pads, "dilations": dilations})
+    attrs = {"strides": strides, "pads": pads, "dilations": dilations, "group": group}
+    # the kernel builder pins the algorithm (conv_algorithms.specialize); a bare compute call
+    # takes the analytic default
+    if conv_algorithm(TensorType(x.shape, x.dtype), TensorType(w.shape, w.dtype), attrs) == "im2col":
+        from tensorir.schedule.algorithms.im2col import im2col_conv_nchwc_compute
+
+        return im2col_conv_nchwc_compute(x, w, b, strides, pads, dilations, group)
+    s, p, d = conv_nchwc_attrs(attrs)
     n, _, h, wd, ib = x.shape
     mo, _, kh, kw, _, ob = w.shape
     oh, ow = out_spatial((h, wd), (kh, kw), s, p, d)
@@ -224,7 +232,13 @@ def schedule_conv_nchwc(s: Any, outputs: Sequence[Any], target: Any) -> None:
         stage_named,
         work_of,
     )
+    from tensorir.schedule.space import knob
 
+    if stage_named(s, "im2col_acc") is not None:
+        from tensorir.schedule.algorithms.im2col import schedule_im2col_nchwc
+
+        schedule_im2col_nchwc(s, outputs, target)
+        return
     acc = next(st for st in s.stages if st.name.endswith("_acc") and st.op.reduce_axis)
     pad = stage_named(s, "conv_nchwc_pad")
     inline_elementwise(s, keep=[pad] if pad is not None else [])
@@ -233,27 +247,65 @@ def schedule_conv_nchwc(s: Any, outputs: Sequence[Any], target: Any) -> None:
     y = next(st for st in s.stages if st.is_output)
     b, m, oh, ow, j = y.op.axis
     dtype = acc.tensor.dtype
-    v = pick_vector(j.extent, target.vector_lanes(dtype))
+    lanes = target.vector_lanes(dtype)
+    v = knob("vector", _vector_choices(j.extent, lanes), pick_vector(j.extent, lanes))
     row_bytes = ow.extent * j.extent * elem_bytes(dtype)
     dense = len(acc.op.reduce_axis) == 4  # depthwise reduces over the taps only
-    mb = OC_BLOCKS if dense and m.extent % OC_BLOCKS == 0 else 1
+    mb_choices = [d for d in (1, 2, 4) if m.extent % d == 0] if dense else [1]
+    mb = knob("oc_blocks", mb_choices, OC_BLOCKS if OC_BLOCKS in mb_choices else 1)
     mo, mi = y.split(m, factor=mb)
-    so, si = y.split(oh, factor=chunk_first_axis(oh.extent, row_bytes * mb, b.extent * mo.extent))
+    chunk = chunk_first_axis(oh.extent, row_bytes * mb, b.extent * mo.extent)
+    rows = knob("row_chunk", ["auto", *_divisor_choices(oh.extent)], "auto")
+    chunk = chunk if rows == "auto" else rows
+    so, si = y.split(oh, factor=chunk)
     jo, jv = y.split(j, factor=v)
-    y.reorder(b, mo, so, mi, si, ow, jo, jv)
+    if knob("outer_order", ["channels", "rows"], "channels") == "channels":
+        y.reorder(b, mo, so, mi, si, ow, jo, jv)
+        outer = fuse_all(y, [b, mo, so])
+    else:
+        y.reorder(b, so, mo, mi, si, ow, jo, jv)
+        outer = fuse_all(y, [b, so, mo])
     y.vectorize(jv)
-    outer = fuse_all(y, [b, mo, so])
     maybe_parallel(y, outer, work_of(acc))
     acc.compute_at(y, outer)
     ab, am, ah, aw, aj = acc.op.axis
     ju, jw = acc.split(aj, factor=v)
     u = j.extent // v * mb  # vectors per output pixel in registers
     cap = max(1, min(MAX_PIXELS, (target.num_vector_registers - u - 2) // u))
-    wo, wi = acc.split(aw, factor=pick_rows(aw.extent, cap))
-    acc.reorder(ab, ah, wo, *acc.op.reduce_axis, wi, am, ju, jw)
+    pixels = knob("ow_tile", _tile_choices(aw.extent, 2 * MAX_PIXELS), pick_rows(aw.extent, cap))
+    wo, wi = acc.split(aw, factor=pixels)
+    red = list(acc.op.reduce_axis)
+    if dense and knob("reduce_order", ["channels_outer", "taps_outer"], "channels_outer") == "taps_outer":
+        red = [red[1], red[2], red[0], red[3]]
+    acc.reorder(ab, ah, wo, *red, wi, am, ju, jw)
     for axis in (wi, am, ju):
         acc.unroll(axis)
     acc.vectorize(jw)
+    inner = red[-1]
+    step = knob("unroll_reduce", [1, 2, 4], 1)
+    if step > 1 and inner.extent % step == 0 and inner.extent > step:
+        _, ri = acc.split(inner, factor=step)
+        acc.unroll(ri)
+
+
+def _vector_choices(extent: int, lanes: int) -> list[int]:
+    """Vector widths for the channel block: powers of two <= lanes dividing it (>= 4 lanes
+    unless the block is narrower)."""
+    out = [v for v in (4, 8, 16, 32, 64) if v <= lanes and extent % v == 0]
+    if out:
+        return out
+    from tensorir.ops.nn_compute import pick_vector
+
+    return [pick_vector(extent, lanes)]
+
+
+def _divisor_choices(extent: int) -> list[int]:
+    return [d for d in range(1, extent + 1) if extent % d == 0]
+
+
+def _tile_choices(extent: int, cap: int) -> list[int]:
+    """Register-tile widths: every size up to `cap` (guarded tails are legal), capped by extent."""
+    return list(range(1, min(extent, cap) + 1))
 
 
 def _register_computes() -> None:

@@ -47,6 +47,7 @@ from tensorir.ops.nn_compute import (
 )
 from tensorir.ops.registry import register_compute
 from tensorir.schedule.schedule import Schedule, Stage
+from tensorir.schedule.space import knob
 from tensorir.schedule.te import IterVar, Tensor, compute, reduce_axis, select, sum_
 from tensorir.target import Target
 
@@ -200,10 +201,14 @@ def schedule_matmul_block(
     (k,) = acc.op.reduce_axis
     rows, cols = i.extent, j.extent
     mr, v, u = register_tile(target, acc.tensor.dtype, rows, cols)
+    u = knob("gemm_col_vectors", [d for d in range(1, 9) if (cols // v) % d == 0], u)
+    mr = knob("gemm_rows", list(range(1, min(rows, 16) + 1)), mr)
     nr = v * u
     outer_iters = math.prod(a.extent for a in batch) * -(-cols // nr)
     size = elem_bytes(acc.tensor.dtype)
     mc = chunk_rows(rows, mr, nr * size, outer_iters)
+    tiles = knob("gemm_row_chunk_tiles", ["auto", 1, 2, 4, 8, 16, 32, 64], "auto")
+    mc = mc if tiles == "auto" else min(mr * tiles, -(-rows // mr) * mr)
     jo, ji = y.split(j, factor=nr)
     ic, ii = y.split(i, factor=mc)
     jj, jv = y.split(ji, factor=v)
@@ -221,7 +226,8 @@ def schedule_matmul_block(
     acc.unroll(rii)
     acc.unroll(rju)
     acc.vectorize(rjv)
-    if min(rows, mc) >= 2 * mr and k.extent * nr * size <= PACK_BYTES:
+    pack = min(rows, mc) >= 2 * mr and k.extent * nr * size <= PACK_BYTES
+    if knob("gemm_pack_b", [False, True] if k.extent * nr * size <= PACK_BYTES else [False], pack):
         packed = s.pack(bt.tensor, bt.tensor.ndim - 2, nr)  # (..., N/NR, K, NR) panels
         bt.compute_inline()
         s[packed].compute_at(acc, top)

@@ -24,6 +24,7 @@ from tensorir.codegen.llvm_types import elem_bytes
 from tensorir.loop.arith import is_float
 from tensorir.loop.ir import Const, Expr
 from tensorir.schedule.schedule import Schedule, Stage
+from tensorir.schedule.space import knob
 from tensorir.schedule.te import IterVar, Tensor, all_, cast, compute, if_then_else
 from tensorir.target import Target
 
@@ -222,22 +223,33 @@ def schedule_windowed(s: Schedule, y: Stage, acc: Stage, target: Target) -> None
     b, m, *sp = y.op.axis
     lanes = target.vector_lanes(acc.tensor.dtype)
     row_bytes = math.prod(a.extent for a in sp[1:]) * elem_bytes(acc.tensor.dtype)
-    so, sp[0] = y.split(sp[0], factor=chunk_first_axis(sp[0].extent, row_bytes, b.extent * m.extent))
+    chunk = chunk_first_axis(sp[0].extent, row_bytes, b.extent * m.extent)
+    rows = knob("window_row_chunk", ["auto", *divisors(sp[0].extent)], "auto")
+    chunk = chunk if rows == "auto" else rows
+    so, sp[0] = y.split(sp[0], factor=chunk)
     _, li = y.split(sp[-1], factor=pick_vector(sp[-1].extent, lanes))
     y.vectorize(li)
     outer = fuse_all(y, [b, m, so])
     maybe_parallel(y, outer, work_of(acc))
     acc.compute_at(y, outer)
     ab, am, *asp = acc.op.axis
-    v, u = pick_block(asp[-1].extent, lanes, 2)
+    v = pick_vector(asp[-1].extent, lanes)
+    rest = asp[-1].extent // v
+    u = knob("window_vectors", [d for d in divisors(rest) if d <= 4], pick_block(asp[-1].extent, lanes, 2)[1])
     wo, wi = acc.split(asp[-1], factor=v * u)
     wu, wv = acc.split(wi, factor=v)
     outer_sp, rows = asp[:-1], []
     if outer_sp:  # a few rows in registers too
         cap = max(1, min(4, (target.num_vector_registers - 2) // u))
-        ho, hi = acc.split(outer_sp[-1], factor=pick_rows(outer_sp[-1].extent, cap))
+        hr = pick_rows(outer_sp[-1].extent, cap)
+        hr = knob("window_rows", list(range(1, min(8, outer_sp[-1].extent) + 1)), hr)
+        ho, hi = acc.split(outer_sp[-1], factor=hr)
         outer_sp[-1], rows = ho, [hi]
     acc.reorder(ab, am, *outer_sp, wo, *acc.op.reduce_axis, *rows, wu, wv)
     for a in (*rows, wu):
         acc.unroll(a)
     acc.vectorize(wv)
+
+
+def divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]

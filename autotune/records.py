@@ -1,0 +1,170 @@
+"""Best-record lookup over the local tuning database and a folder of shared JSON Lines logs.
+
+This is what ``tensorir.compile(..., records=...)`` receives::
+
+    from autotune.records import Records
+
+    recs = Records.open(device="cpu-x86")  # default db + ./tuning_logs (if it exists)
+    cfg = recs.best(workload_key)  # the config dict of the fastest record, or None
+
+Both sources are read once, when the object is built: the database (read-only; a missing
+file is an empty source) through one query for the best row per workload, and the log
+``<logs>/<device>.jsonl`` (or ``logs`` itself when it names a file) line by line. Error
+records, records of other devices (or other targets, when ``target`` is given) and records
+of another schema version are ignored. Across sources the lowest ``mean_cost`` wins (ties:
+the smaller record id, then the database).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sqlite3
+from pathlib import Path
+
+from autotune import database
+from tensorir.errors import InputError
+
+DEFAULT_LOGS = Path("tuning_logs")
+
+
+def _fast_ok(obj: dict, cost: object) -> bool:
+    """A complete, well-typed exported line (no need to re-derive it through normalize)."""
+    return (
+        isinstance(obj.get("id"), str)
+        and isinstance(obj.get("workload_key"), str)
+        and obj["workload_key"] != ""
+        and "config" in obj
+        and isinstance(cost, int | float)
+        and not isinstance(cost, bool)
+        and math.isfinite(cost)
+        and isinstance(obj.get("schema_version", 0), int)
+    )
+
+
+class Records:
+    """Best tuning record per workload for one device (and optionally one target)."""
+
+    def __init__(self, device: str = "host", target: str | None = None):
+        self.device = device
+        self.target = target
+        # workload_key -> (mean_cost, id, source rank, config, source)
+        self._best: dict[str, tuple[float, str, int, object, str]] = {}
+        self.sources: list[str] = []
+
+    @classmethod
+    def open(
+        cls,
+        db: str | os.PathLike | None = None,
+        logs: str | os.PathLike | None = None,
+        device: str = "host",
+        target: str | None = None,
+    ) -> Records:
+        """Load the best records of ``device`` from the database ``db`` (default:
+        :func:`autotune.database.default_path`; a missing file is empty) and the JSON Lines
+        logs ``logs`` (a folder of ``<device>.jsonl`` files or one file; default:
+        ``./tuning_logs`` if it exists)."""
+        self = cls(device, target)
+        self.load_db(Path(db) if db is not None else database.default_path())
+        if logs is None and DEFAULT_LOGS.is_dir():
+            logs = DEFAULT_LOGS
+        if logs is not None:
+            logs = Path(logs)
+            if logs.is_dir():
+                logs = logs / f"{device}.jsonl"
+                if logs.exists():
+                    self.load_jsonl(logs)
+            elif logs.exists():
+                self.load_jsonl(logs)
+            else:
+                raise InputError(f"tuning logs {str(logs)!r}: no such file or folder")
+        return self
+
+    # -- loading -----------------------------------------------------------------------------
+
+    def _offer(self, key: str, cost: float, rid: str, rank: int, config: object, source: str) -> None:
+        old = self._best.get(key)
+        if old is None or (cost, rid, rank) < old[:3]:
+            self._best[key] = (cost, rid, rank, config, source)
+
+    def load_db(self, path: str | os.PathLike) -> int:
+        """Add the database's best rows (read-only). Returns how many workloads it had."""
+        path = Path(path)
+        if not path.exists():
+            return 0
+        try:
+            conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        except sqlite3.Error as e:
+            raise InputError(f"tuning database {str(path)!r}: {e}") from None
+        try:
+            has = conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", [database.TABLE]
+            ).fetchone()
+            rows = database.best_rows(conn, self.device, self.target) if has else []
+        except sqlite3.DatabaseError as e:
+            raise InputError(f"tuning database {str(path)!r}: {e}") from None
+        finally:
+            conn.close()
+        for r in rows:
+            self._offer(r["workload_key"], r["mean_cost"], r["id"], 0, json.loads(r["config"]), "db")
+        self.sources.append(str(path))
+        return len(rows)
+
+    def load_jsonl(self, path: str | os.PathLike) -> int:
+        """Add the records of one JSON Lines log (read once). Returns how many it offered."""
+        n_used = 0
+        rank = len(self.sources) + 1
+        for n, obj in database.read_jsonl(path):
+            if obj.get("device") != self.device:  # cheap filter before normalizing
+                continue
+            if obj.get("error") not in (None, ""):
+                continue
+            cost = obj.get("mean_cost")
+            if _fast_ok(obj, cost):  # an exported line: take its id and mean_cost as they are
+                row = obj
+            else:  # hand-written / partial: derive id, mean_cost... (and validate)
+                row = database.normalize_at(obj, path, n)
+                if row["error"] is not None or row["mean_cost"] is None:
+                    continue
+                cost = row["mean_cost"]
+            if row.get("schema_version", database.SCHEMA_VERSION) != database.SCHEMA_VERSION:
+                continue
+            if self.target is not None and (row.get("target") or "") != self.target:
+                continue
+            config = obj["config"]
+            if isinstance(config, str):
+                config = json.loads(config)
+            self._offer(row["workload_key"], float(cost), row["id"], rank, config, str(path))
+            n_used += 1
+        self.sources.append(str(path))
+        return n_used
+
+    # -- lookup ------------------------------------------------------------------------------
+
+    def best(self, workload_key: str) -> dict | None:
+        """The config of the lowest-cost successful record of this workload, or None."""
+        hit = self._best.get(workload_key)
+        return hit[3] if hit is not None else None  # type: ignore[return-value]
+
+    def best_cost(self, workload_key: str) -> float:
+        """The mean cost (seconds) of :meth:`best`'s record; inf when there is none."""
+        hit = self._best.get(workload_key)
+        return hit[0] if hit is not None else math.inf
+
+    def source_of(self, workload_key: str) -> str | None:
+        """Where :meth:`best` came from: ``"db"`` or the JSON Lines file's path."""
+        hit = self._best.get(workload_key)
+        return hit[4] if hit is not None else None
+
+    def __len__(self) -> int:
+        return len(self._best)
+
+    def __contains__(self, workload_key: object) -> bool:
+        return workload_key in self._best
+
+    def keys(self) -> list[str]:
+        return sorted(self._best)
+
+    def __repr__(self) -> str:
+        return f"Records(device={self.device!r}, target={self.target!r}, workloads={len(self)})"

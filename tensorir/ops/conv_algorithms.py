@@ -1,0 +1,138 @@
+"""Which algorithm computes a packed convolution, and the kernel rewrite it needs.
+
+A `conv2d_nchwc` (alone or as the anchor of a fused node) has an `algorithm` knob:
+
+    direct      register-blocked direct convolution (layout.py), every conv
+    im2col      column matrix + packed GEMM (schedule/algorithms/im2col.py), group 1
+    winograd2/4/6  F(m x m, 3 x 3) (schedule/algorithms/winograd_nchwc.py): 3x3, stride 1,
+                dilation 1, group 1, and a constant weight (transformed at compile time)
+
+Without a tuning record the default is analytic: Winograd with MNN's unit choice
+(`choose_winograd_m`: multiplications saved against transform cost) when it applies,
+im2col for strided convs larger than 1x1 (`im2col_preferred`, measured), else direct.
+
+Winograd changes the kernel's inputs (U instead of w), so `specialize` rewrites the op
+(its anchor step) and returns the weight transform for the caller to apply to the
+constant: the compiler to the weight it embeds, the tuner to its random inputs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from tensorir.graph.types import TensorType
+from tensorir.ops.fused import FusedBody
+from tensorir.ops.layout import conv_nchwc_attrs
+from tensorir.schedule.algorithms.im2col import im2col_preferred
+from tensorir.schedule.algorithms.winograd import choose_winograd_m
+from tensorir.schedule.algorithms.winograd_nchwc import OP as WINOGRAD_OP
+from tensorir.schedule.algorithms.winograd_nchwc import weight_transform_nchwc
+from tensorir.schedule.schedule import ScheduleError
+from tensorir.schedule.space import knob
+
+Transform = Callable[[np.ndarray], np.ndarray]
+
+
+@dataclasses.dataclass(frozen=True)
+class Specialized:
+    """The kernel to build for a node under the current knob values."""
+
+    op: str
+    in_types: tuple[TensorType, ...]
+    attrs: Mapping[str, Any]
+    algorithm: str | None = None  # None: the op has no algorithm choice
+    transforms: Mapping[int, Transform] = dataclasses.field(default_factory=dict)
+
+
+def winograd_eligible(w_shape: Sequence[int], attrs: Mapping[str, Any]) -> bool:
+    s, _, d = conv_nchwc_attrs(dict(attrs))
+    group = int(attrs.get("group", 1))
+    return group == 1 and tuple(w_shape[2:4]) == (3, 3) and tuple(s) == (1, 1) and tuple(d) == (1, 1)
+
+
+def algorithm_choices(
+    x_shape: Sequence[int], w_shape: Sequence[int], attrs: Mapping[str, Any], weight_const: bool = True
+) -> tuple[list[str], str]:
+    """(choices, default) of the `algorithm` knob for a conv2d_nchwc of these shapes."""
+    group = int(attrs.get("group", 1))
+    if group != 1:
+        return ["direct"], "direct"
+    choices = ["direct", "im2col"]
+    s, _, _ = conv_nchwc_attrs(dict(attrs))
+    default = "im2col" if im2col_preferred(x_shape, w_shape, s, lanes=0) else "direct"
+    if winograd_eligible(w_shape, attrs):
+        choices += ["winograd2", "winograd4", "winograd6"]
+        n, _, h, w, _ = x_shape
+        c = w_shape[1] * w_shape[4]
+        m_out = w_shape[0] * w_shape[5]
+        p = conv_nchwc_attrs(dict(attrs))[1]
+        oh, ow = h + p[0] + p[2] - 2, w + p[1] + p[3] - 2
+        m = choose_winograd_m((n, c, oh, ow, m_out))
+        if m is not None and weight_const:
+            default = f"winograd{m}"
+    return choices, default
+
+
+def conv_algorithm(x: TensorType, w: TensorType, attrs: Mapping[str, Any], weight_const: bool = True) -> str:
+    """The `algorithm` knob's value for this conv (pinned by `specialize` inside a build)."""
+    choices, default = algorithm_choices(x.shape, w.shape, attrs, weight_const)
+    return knob("algorithm", choices, default)
+
+
+def _conv_step(op: str, attrs: Mapping[str, Any]) -> tuple[int | None, tuple[int, int] | None]:
+    """(anchor step index or None for a plain op, (x arg, w arg) as kernel input indices)."""
+    if op == "conv2d_nchwc":
+        return None, (0, 1)
+    body = attrs.get("body") if op == "fused" else None
+    if not isinstance(body, FusedBody) or body.anchor is None:
+        return None, None
+    step = body.steps[body.anchor]
+    if step.op != "conv2d_nchwc" or max(step.args[:2]) >= body.n_inputs:
+        return None, None
+    return body.anchor, (step.args[0], step.args[1])
+
+
+def specialize(
+    op: str,
+    in_types: Sequence[TensorType],
+    attrs: Mapping[str, Any],
+    target: Any,
+    const_args: frozenset[int] | None = None,
+) -> Specialized:
+    """The kernel for (op, inputs) under the current knobs; `const_args`: the inputs that are
+    constants (None: all may be treated as constants, as the tuner does)."""
+    in_types = tuple(in_types)
+    anchor, io = _conv_step(op, attrs)
+    if io is None:
+        return Specialized(op, in_types, attrs)
+    xi, wi = io
+    conv_attrs = dict(attrs) if anchor is None else dict(attrs["body"].steps[anchor].attrs)
+    const = const_args is None or wi in const_args
+    algo = conv_algorithm(in_types[xi], in_types[wi], conv_attrs, const)
+    if not algo.startswith("winograd"):
+        return Specialized(op, in_types, attrs, algo)
+    if not const:
+        raise ScheduleError("winograd needs a constant weight (it is transformed at compile time)")
+    m = int(algo.removeprefix("winograd"))
+    _, pads, _ = conv_nchwc_attrs(conv_attrs)
+    wino_attrs = {"pads": tuple(pads), "m": m}
+    mo, c, _, _, ib, ob = in_types[wi].shape
+    u_type = TensorType((m + 2, m + 2, mo, c * ib, ob), in_types[wi].dtype)
+    types = tuple(u_type if k == wi else t for k, t in enumerate(in_types))
+    if anchor is None:
+        new_op, new_attrs = WINOGRAD_OP, wino_attrs
+    else:
+        body = attrs["body"]
+        step = dataclasses.replace(
+            body.steps[anchor], op=WINOGRAD_OP, attrs=tuple(sorted(wino_attrs.items()))
+        )
+        steps = tuple(step if k == anchor else s for k, s in enumerate(body.steps))
+        new_op, new_attrs = "fused", {**attrs, "body": dataclasses.replace(body, steps=steps)}
+    transform = functools.partial(weight_transform_nchwc, m=m)
+    transform.key = algo  # type: ignore[attr-defined]  (one transformed copy per constant)
+    return Specialized(new_op, types, new_attrs, algo, {wi: transform})
