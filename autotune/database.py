@@ -324,6 +324,15 @@ class Database:
         )
         return _to_record(rows[0]) if rows else None
 
+    def workload_records(self, workload_key: str, device: str, target: str | None = None) -> list[dict]:
+        """Every record (errors too) of one workload on one device, current schema, by id."""
+        where = "workload_key = ? AND device = ? AND schema_version = ?"
+        args: list[Any] = [workload_key, device, SCHEMA_VERSION]
+        if target is not None:
+            where += " AND target = ?"
+            args.append(target)
+        return [_to_record(r) for r in self.table.rows_where(where, args, order_by="id")]
+
     def records(self, device: str | None = None) -> list[dict]:
         """All records (optionally of one device), sorted by (workload_key, device, id)."""
         return [_to_record(r) for r in self._rows(device)]

@@ -55,6 +55,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="output folder")
     p.add_argument("--weights", default="embedded", choices=["embedded", "external"])
     p.add_argument("--dump-dir", metavar="D", help="write every compiler stage's IR to D")
+    p.add_argument(
+        "--records",
+        default="auto",
+        metavar="SRC",
+        help="tuning records: auto (the local database and ./tuning_logs), none, or a database / "
+        ".jsonl file / folder of <device>.jsonl",
+    )
+    p.add_argument("--device", default="host", help="device whose tuning records to use (default host)")
     p.set_defaults(func=_cmd_compile)
 
     p = sub.add_parser("run", help="run a model (.onnx) or a compiled folder on given or random inputs")
@@ -69,12 +77,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--onnx", metavar="MODEL", help="compiled folder: the ONNX model for --compare-ort")
     p.set_defaults(func=_cmd_run)
 
-    try:  # `tir db`, when the autotune package is installed (tensorir never needs it)
+    try:  # `tir tune` and `tir db`, when the autotune package is installed (tensorir never needs it)
         from autotune.cli_db import add_db_parser
+        from autotune.cli_tune import add_tune_parser
     except ModuleNotFoundError as e:
-        if e.name not in ("autotune", "autotune.cli_db"):
+        if e.name not in ("autotune", "autotune.cli_db", "autotune.cli_tune"):
             raise
     else:
+        add_tune_parser(sub)
         add_db_parser(sub)
     return parser
 
@@ -86,11 +96,36 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     return 0
 
 
+def _open_records(source: str, device: str):
+    """The tuning records `tir compile --records` names (None: none / autotune missing)."""
+    from pathlib import Path
+
+    if source == "none":
+        return None
+    try:
+        from autotune.records import Records
+    except ModuleNotFoundError:
+        if source == "auto":
+            return None
+        raise TirError("--records needs the autotune package (pip install -e .)") from None
+    if source == "auto":
+        return Records.open(device=device)
+    path = Path(source)
+    if not path.exists():
+        raise TirError(f"--records {source!r}: no such file or folder")
+    if path.is_dir() or path.suffix == ".jsonl":
+        records = Records(device)
+        records.load_jsonl(path / f"{device}.jsonl" if path.is_dir() else path)
+        return records
+    return Records.open(db=path, logs=None, device=device)
+
+
 def _cmd_compile(args: argparse.Namespace) -> int:
     from tensorir.tools.compile import compile_cli
 
     return compile_cli(
         args.model,
+        records=_open_records(args.records, args.device),
         target=args.target,
         out=args.output,
         input_shapes=dict(parse_shape_arg(s) for s in args.input_shape),

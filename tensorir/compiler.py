@@ -194,6 +194,17 @@ def _bind(g: Graph, kernels: Mapping[int, _Kernel], plan) -> tuple[list[KernelCa
     return calls, copies, binder
 
 
+TUNABLE_ANCHORS = ("conv", "conv2d_nchwc", "dense", "matmul", "gemm", "max_pool", "avg_pool")
+
+
+def _tunable(op: str, attrs: Mapping[str, Any]) -> bool:
+    """Whether a kernel has schedule knobs worth a tuning record (an anchor op)."""
+    body = attrs.get("body") if op == "fused" else None
+    if body is not None and body.anchor is not None:
+        op = body.steps[body.anchor].op
+    return op in TUNABLE_ANCHORS
+
+
 def _in_types(g: Graph, nid: int) -> list[TensorType]:
     return [g.type_of(v) for v in g.inputs_of(nid)]
 
@@ -225,6 +236,11 @@ def compile_model(
         st.result = plan.summary()
     calls, copies, binder = _bind(graph, kernels, plan)
     tuned = sum(k.config is not None for k in kernels.values())
+    untuned_workloads = {
+        workload_key(graph.node(nid).op, _in_types(graph, nid), graph.node(nid).attr)
+        for nid, k in kernels.items()
+        if k.config is None and _tunable(graph.node(nid).op, graph.node(nid).attr)
+    }
     manifest = {
         "tensorir_version": __version__,
         "target": target.name,
@@ -238,6 +254,7 @@ def compile_model(
         "weights_bytes": binder.weights.size,
         "tuned_kernels": tuned,
         "untuned_kernels": len(kernels) - tuned,
+        "untuned_workloads": len(untuned_workloads),
         "kernels": [
             {
                 "symbol": c.symbol,

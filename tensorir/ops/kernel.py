@@ -67,9 +67,12 @@ def op_kernel(
     name: str | None = None,
     schedule: ScheduleFn | None = None,
     config: Mapping[str, Any] | None = None,
+    passes: bool = True,
 ) -> LoopFunc:
     """Lower `op` on these input types with its default (or the given) schedule; `config`
-    sets the template's knobs (schedule/space.py; missing knobs take their defaults)."""
+    sets the template's knobs (schedule/space.py; missing knobs take their defaults).
+    `passes=False`: the loop nest before simplify / vectorize / unroll (annotated loops; what
+    the tuner's cost model reads — an order of magnitude cheaper to produce)."""
     target = get_target(target)
     with use_config(config):
         ins, outs = op_compute(op, in_types, attrs)
@@ -79,7 +82,7 @@ def op_kernel(
         s = create_schedule(outs)
         sched = schedule or default_schedule(op, attrs)
         sched(s, outs, target)
-        return lower(s, [*ins, *outs], name=name or op)
+        return lower(s, [*ins, *outs], name=name or op, passes=passes)
 
 
 def build_kernel(
@@ -90,6 +93,7 @@ def build_kernel(
     config: Mapping[str, Any] | None = None,
     name: str | None = None,
     const_args: frozenset[int] | None = None,
+    passes: bool = True,
 ) -> tuple[LoopFunc, Specialized]:
     """The kernel of a graph node under `config`, after the algorithm choice (which may
     rewrite the op and its weight input: apply `spec.transforms` to those constants)."""
@@ -99,7 +103,7 @@ def build_kernel(
     with use_config(config):
         spec = specialize(op, in_types, attrs, target, const_args)
     with pin("algorithm", spec.algorithm):
-        func = op_kernel(spec.op, spec.in_types, dict(spec.attrs), target, name=name, config=config)
+        func = op_kernel(spec.op, spec.in_types, dict(spec.attrs), target, name, config=config, passes=passes)
     return func, spec
 
 

@@ -6,6 +6,7 @@ import os
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from tensorir.compiler import compile_model
 
@@ -17,11 +18,12 @@ def compile_cli(
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     weights: str = "embedded",
     dump_dir: str | None = None,
+    records: Any = None,
 ) -> int:
     if dump_dir:
         os.environ["TIR_DUMP_DIR"] = dump_dir
     t0 = time.perf_counter()
-    build = compile_model(model, target, input_shapes)
+    build = compile_model(model, target, input_shapes, records=records)
     build.manifest["source_model"] = str(Path(model).resolve())
     folder = build.write(out, weights)
     seconds = time.perf_counter() - t0
@@ -32,4 +34,9 @@ def compile_cli(
     print(f"compiled {model} for {m['target']} in {seconds:.1f} s -> {folder}/: {', '.join(files)}")
     kernels, ws, wb = len(build.kernels), m["workspace_bytes"], m["weights_bytes"]
     print(f"  {kernels} kernels; workspace {ws:,} B; weights {wb:,} B")
+    if records is not None:
+        print(
+            f"  tuning records: {m['tuned_kernels']} kernels use one; "
+            f"{m['untuned_workloads']} tunable workloads have none (defaults used)"
+        )
     return 0

@@ -207,8 +207,10 @@ def schedule_im2col_nchwc(s: Any, outputs: Sequence[Any], target: Any) -> None:
     mr_opts = list(range(1, min(16, pixels) + 1))
     mr = knob("im2col_mr", mr_opts, pick_rows(min(pb, max(mr_opts)), mr_cap))
     tile_blocks = max(1, nr // per_block)
-    ocb_opts = [q for q in _divisors(mo_ext) if q % tile_blocks == 0]
-    ocb = knob("im2col_oc_block", ocb_opts, mo_ext)
+    # choices independent of the other knobs (a sampled config is always legal); a chunk
+    # narrower than the register tile's blocks widens to the next multiple dividing M/ob
+    ocb = knob("im2col_oc_block", _divisors(mo_ext), mo_ext)
+    ocb = min(q for q in _divisors(mo_ext) if q % tile_blocks == 0 and q >= ocb)
     # k chunk: whole input-channel blocks, the weight panel (k_c x nr vectors) under L2;
     # a chunk boundary stores the accumulators, so the default rarely splits
     kb_opts = _divisors(kco)

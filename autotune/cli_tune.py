@@ -1,0 +1,108 @@
+"""`tir tune`: measure candidate kernels of a model on a device and keep the best.
+
+    tir tune model.onnx --device host --trials 400 --time-budget 20m [--db PATH] [--plot curve.png]
+
+Tasks come from the model exactly as `tir compile` optimizes it; every measurement goes to
+the tuning database as it finishes, so an interrupted run (Ctrl-C, kill -9) loses nothing
+and the same command resumes it (`--trials` is the total, records already there count).
+The next `tir compile` picks the best record per workload from the same database.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+from pathlib import Path
+
+from tensorir.errors import InputError
+
+DEVICES = {"host": "host"}  # device profile -> target it compiles for (measured in process)
+
+
+def parse_duration(text: str) -> float:
+    """'90', '90s', '20m', '1.5h' -> seconds."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", text)
+    if not m:
+        raise InputError(f"--time-budget {text!r}: expected a duration like 90s, 20m or 1h")
+    return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[m.group(2)]
+
+
+def add_tune_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("tune", help="autotune a model's kernels on a device (resumable)")
+    p.add_argument("model", help="ONNX model file")
+    p.add_argument("--input-shape", action="append", default=[], metavar="NAME=DIMS")
+    p.add_argument("--device", default="host", help=f"device profile ({', '.join(DEVICES)})")
+    p.add_argument("--trials", type=int, default=200, help="total measurements (default 200)")
+    p.add_argument("--time-budget", metavar="T", help="stop after T (e.g. 20m); resumable")
+    p.add_argument("--db", metavar="PATH", help="tuning database (default: the user cache)")
+    p.add_argument("--batch", type=int, default=8, help="candidates per round")
+    p.add_argument("--early-stopping", type=int, default=48, help="per task: trials without improvement")
+    p.add_argument("--search", default="model", choices=["model", "random"])
+    p.add_argument("--workers", type=int, default=2, help="build processes")
+    p.add_argument("--threads", type=int, default=0, help="kernel threads while timing (0: all cores)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--plot", metavar="PNG", help="draw best-so-far vs trials per task and for the model")
+    p.set_defaults(func=cmd_tune)
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    from autotune.database import Database
+    from autotune.measure import MeasureOptions
+    from autotune.task import extract_tasks, load_graph
+    from autotune.tuner import TuneOptions, Tuner
+    from tensorir.cli import parse_shape_arg
+
+    if args.device not in DEVICES:
+        raise InputError(f"--device {args.device!r}: unknown device profile (known: {', '.join(DEVICES)})")
+    if args.trials < 1:
+        raise InputError(f"--trials {args.trials}: must be at least 1")
+    if not Path(args.model).exists():
+        raise InputError(f"{args.model}: no such file")
+    target = DEVICES[args.device]
+    budget = parse_duration(args.time_budget) if args.time_budget else None
+    shapes = dict(parse_shape_arg(s) for s in args.input_shape)
+    tasks = extract_tasks(load_graph(args.model, target, shapes), target)
+    if not tasks:
+        print(f"{args.model}: nothing to tune (no kernel has knobs)")
+        return 0
+    db = Database(args.db)
+    print(f"tuning {len(tasks)} tasks of {args.model} on {args.device}; database {db.path}")
+    for k, t in enumerate(tasks, 1):
+        print(f"  {k:2d}. {t}")
+    options = TuneOptions(
+        device=args.device,
+        target=target,
+        trials=args.trials,
+        time_budget_s=budget,
+        batch_size=args.batch,
+        early_stopping=args.early_stopping,
+        search=args.search,
+        seed=args.seed,
+    )
+    measure = MeasureOptions(target=target, workers=args.workers, threads=args.threads or None)
+    summary = Tuner(tasks, db, options, measure).run()
+    print(_report(summary))
+    if args.plot:
+        from autotune.plot import plot_curves
+
+        plot_curves(summary, args.plot)
+        print(f"wrote {args.plot}")
+    return 0
+
+
+def _report(summary) -> str:
+    lines = [f"{summary.trials} trials in {summary.seconds:.0f} s"]
+    for k, st in enumerate(summary.tasks, 1):
+        if not math.isfinite(st.best):
+            lines.append(f"  {k:2d}. {st.task.label}: no valid measurement")
+            continue
+        speedup = st.default_cost / st.best if math.isfinite(st.default_cost) else math.nan
+        lines.append(
+            f"  {k:2d}. {st.task.label} x{st.task.count}: {st.best * 1e3:.3f} ms "
+            f"({st.gflops():.1f} GFLOP/s, {speedup:.2f}x the default) after {st.trials} trials"
+        )
+    default, tuned = summary.default_latency(), summary.estimated_latency()
+    if default > 0:
+        lines.append(f"tuned kernels: {tuned * 1e3:.2f} ms (defaults {default * 1e3:.2f} ms)")
+    return "\n".join(lines)

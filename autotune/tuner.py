@@ -1,0 +1,250 @@
+"""The tuning loop: schedule tasks, propose, measure, record, learn — resumable.
+
+    tuner = Tuner(tasks, Database(path), TuneOptions(trials=400, time_budget_s=1200))
+    summary = tuner.run()
+
+Every round the task scheduler picks the task where more trials promise the largest
+end-to-end gain (all tasks get a first batch, heaviest first; then the one maximizing
+count x best cost x (recent relative improvement + 0.05): time spent where the model spends
+time and where search still pays), its `TaskSearch` proposes a batch, the `Measurer` builds
+and times it, and each result is committed to the database at once (a killed tuner keeps
+every finished measurement). The cost model (one for all tasks, groups = tasks) is retrained
+and saved beside the database after each batch, so a later run — on this model or another —
+starts from it (transfer). On start, the database's records of each task are replayed into
+its search: a restarted run skips what was measured and goes on from the best so far.
+A task stops after `early_stopping` trials without improvement or when its space is used up.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from autotune.cost_model import CostModel
+from autotune.database import Database
+from autotune.measure import MeasureOptions, Measurer, MeasureResult
+from autotune.search import TaskSearch
+from autotune.task import Task
+
+
+@dataclasses.dataclass(frozen=True)
+class TuneOptions:
+    device: str = "host"
+    target: str = "host"
+    trials: int = 200  # total measurements across tasks (resumed ones count)
+    time_budget_s: float | None = None
+    batch_size: int = 8
+    early_stopping: int | None = 48  # per task
+    epsilon: float = 0.1
+    search: str = "model"  # "model" (cost-model guided) or "random"
+    objective: str = "rank"
+    seed: int = 0
+    model_path: str | Path | None = None  # default: beside the database
+    progress: bool = True
+
+
+@dataclasses.dataclass
+class TaskState:
+    task: Task
+    search: TaskSearch
+    trials: int = 0
+    since_best: int = 0
+    default_cost: float = math.inf
+    history: list[tuple[int, float]] = dataclasses.field(default_factory=list)  # (global trial, best)
+    last_gain: float = 1.0
+    done: bool = False
+
+    @property
+    def best(self) -> float:
+        return self.search.best_cost
+
+    def gflops(self) -> float:
+        return self.task.flops / self.best / 1e9 if math.isfinite(self.best) else 0.0
+
+
+@dataclasses.dataclass
+class TuneSummary:
+    trials: int
+    seconds: float
+    tasks: list[TaskState]
+
+    def estimated_latency(self) -> float:
+        """Sum over tasks of count x best cost (seconds): the tuned kernels' share of a run."""
+        return sum(s.task.count * s.best for s in self.tasks if math.isfinite(s.best))
+
+    def default_latency(self) -> float:
+        return sum(s.task.count * s.default_cost for s in self.tasks if math.isfinite(s.default_cost))
+
+
+class Tuner:
+    def __init__(
+        self,
+        tasks: list[Task],
+        db: Database,
+        options: TuneOptions | None = None,
+        measure: MeasureOptions | None = None,
+        on_batch: Callable[[TaskState, list[MeasureResult]], None] | None = None,
+    ) -> None:
+        self.options = options or TuneOptions()
+        self.db = db
+        self.measure_options = measure or MeasureOptions(target=self.options.target)
+        self.rng = random.Random(self.options.seed)
+        self.states = [
+            TaskState(t, TaskSearch(t.space(self.options.target), self.rng, self.options.epsilon))
+            for t in tasks
+        ]
+        default_model = db.path.with_name(f"costmodel-{self.options.device}.json")
+        self.model_path = Path(self.options.model_path or default_model)
+        self.model = self._load_model()
+        self.on_batch = on_batch
+        self.trials = 0
+        self._resume()
+
+    # ---- state ----------------------------------------------------------------------
+    def _load_model(self) -> CostModel | None:
+        if self.options.search != "model":
+            return None
+        if self.model_path.exists():
+            try:
+                return CostModel.load(self.model_path)
+            except Exception:  # a corrupt or foreign model file: start a fresh one
+                pass
+        return CostModel(self.options.objective, seed=self.options.seed)
+
+    def _resume(self) -> None:
+        for st in self.states:
+            for rec in self.db.workload_records(st.task.key, self.options.device, self.options.target):
+                self._note(st, rec["config"], rec["mean_cost"] if rec.get("error") is None else math.inf)
+
+    def _note(self, st: TaskState, config: dict, cost: float) -> None:
+        self.trials += 1
+        st.trials += 1
+        space = st.search.space
+        if space.complete(config) == space.complete(space.default()):
+            st.default_cost = cost
+        if st.search.record(config, cost):
+            st.since_best = 0
+        else:
+            st.since_best += 1
+        st.history.append((self.trials, st.best))
+
+    # ---- scheduling -------------------------------------------------------------------
+    def _active(self) -> list[TaskState]:
+        es = self.options.early_stopping
+        for st in self.states:
+            if es is not None and st.trials >= es and st.since_best >= es:
+                st.done = True
+        return [s for s in self.states if not s.done]
+
+    def pick(self) -> TaskState | None:
+        active = self._active()
+        if not active:
+            return None
+        fresh = [s for s in active if s.trials == 0]
+        if fresh:
+            return max(fresh, key=lambda s: s.task.weight)
+
+        def gain(s: TaskState) -> float:
+            best = s.best if math.isfinite(s.best) else s.task.flops / 1e9
+            return s.task.count * best * (s.last_gain + 0.05)
+
+        return max(active, key=gain)
+
+    # ---- the loop ---------------------------------------------------------------------
+    def run(self) -> TuneSummary:
+        opt = self.options
+        start = time.monotonic()
+        bar = _progress(opt.trials, self.trials, opt.progress)
+        with Measurer(self.measure_options) as measurer:
+            while self.trials < opt.trials:
+                if opt.time_budget_s is not None and time.monotonic() - start > opt.time_budget_s:
+                    break
+                st = self.pick()
+                if st is None:
+                    break
+                n = min(opt.batch_size, opt.trials - self.trials)
+                self._batch(st, n, measurer, bar)
+        bar.close()
+        return TuneSummary(self.trials, time.monotonic() - start, self.states)
+
+    def _batch(self, st: TaskState, n: int, measurer: Measurer, bar: Any) -> None:
+        def featurize(cfgs):
+            return measurer.features(st.task, cfgs)
+
+        configs = st.search.propose(n, self.model, featurize)
+        if not configs:
+            st.done = True  # the space is used up
+            return
+        before = st.best
+        results = measurer.measure(st.task, configs)
+        done = [r for r in results if not r.lost]
+        for r in done:
+            self.db.add(self._record(st.task, r))
+            self._note(st, r.config, r.cost)
+            bar.update(1)
+        st.last_gain = (before - st.best) / before if math.isfinite(before) and before > 0 else 1.0
+        self._learn(st, done)
+        bar.set_postfix_str(self._status(st), refresh=True)
+        if self.on_batch is not None:
+            self.on_batch(st, done)
+
+    def _record(self, task: Task, r: MeasureResult) -> dict:
+        return {
+            "workload_key": task.key,
+            "device": self.options.device,
+            "target": self.options.target,
+            "config": st_complete(task, r.config, self.options.target),
+            "costs": r.costs if r.error is None else [],
+            "error": r.error,
+        }
+
+    def _learn(self, st: TaskState, results: list[MeasureResult]) -> None:
+        if self.model is None:
+            return
+        rows = [(r.features, r.cost) for r in results if r.features is not None]
+        if not rows:
+            return
+        x = np.stack([f for f, _ in rows])
+        costs = np.array([c for _, c in rows])
+        self.model.update(x, costs, np.array([st.task.key] * len(rows)))
+        self.model_path.parent.mkdir(parents=True, exist_ok=True)
+        self.model.save(self.model_path)
+
+    def _status(self, st: TaskState) -> str:
+        k = self.states.index(st) + 1
+        best = f"{st.gflops():.1f} GFLOP/s" if math.isfinite(st.best) else "no valid kernel yet"
+        est = sum(s.task.count * s.best for s in self.states if math.isfinite(s.best))
+        label = f"task {k}/{len(self.states)} {st.task.label}"
+        return f"{label}: {st.trials} trials, best {best}; tuned kernels {est * 1e3:.2f} ms"
+
+
+def st_complete(task: Task, config: dict, target: str) -> dict:
+    """The config with every knob of its branch (so equal kernels share one record id)."""
+    return task.space(target).complete(config)
+
+
+class _NoBar:
+    def update(self, n: int = 1) -> None:
+        pass
+
+    def set_postfix_str(self, s: str, refresh: bool = True) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _progress(total: int, initial: int, enabled: bool) -> Any:
+    if not enabled:
+        return _NoBar()
+    from tqdm import tqdm
+
+    return tqdm(total=total, initial=min(initial, total), unit="trial", file=sys.stderr, dynamic_ncols=True)
