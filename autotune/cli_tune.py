@@ -43,6 +43,9 @@ def add_tune_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--threads", type=int, default=0, help="kernel threads while timing (0: all cores)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--plot", metavar="PNG", help="draw best-so-far vs trials per task and for the model")
+    p.add_argument(
+        "--no-layout", action="store_true", help="skip the model-level layout block measurement (NCHW[x]c)"
+    )
     p.set_defaults(func=cmd_tune)
 
 
@@ -62,11 +65,20 @@ def cmd_tune(args: argparse.Namespace) -> int:
     target = DEVICES[args.device]
     budget = parse_duration(args.time_budget) if args.time_budget else None
     shapes = dict(parse_shape_arg(s) for s in args.input_shape)
-    tasks = extract_tasks(load_graph(args.model, target, shapes), target)
+    db = Database(args.db)
+    graph = load_graph(args.model, target, shapes)
+    block = None
+    if not args.no_layout and any(n.op == "layout_transform" for n in map(graph.node, graph.op_nodes())):
+        from autotune.graph_tune import tune_layout
+
+        print(f"measuring {args.model} with each NCHW[x]c channel block (model-level knob)")
+        block = tune_layout(args.model, db, args.device, target, shapes)
+        print(f"  best layout block: {block}")
+        graph = load_graph(args.model, target, shapes, layout_block=block)
+    tasks = extract_tasks(graph, target)
     if not tasks:
         print(f"{args.model}: nothing to tune (no kernel has knobs)")
         return 0
-    db = Database(args.db)
     print(f"tuning {len(tasks)} tasks of {args.model} on {args.device}; database {db.path}")
     for k, t in enumerate(tasks, 1):
         print(f"  {k:2d}. {t}")

@@ -130,12 +130,17 @@ def extract_tasks(g: Graph, target: Target | str = "host", min_space: int = 2) -
 
 
 def load_graph(
-    model: Any, target: Target | str = "host", input_shapes: Mapping[str, Sequence[int]] | None = None
+    model: Any,
+    target: Target | str = "host",
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    layout_block: int | None = None,
 ) -> Graph:
-    """A model (path or ModelProto) imported and optimized exactly as `tir compile` does."""
+    """A model (path or ModelProto) imported and optimized exactly as `tir compile` does
+    (with this NCHW[x]c channel block, default the target's lanes)."""
     from tensorir.frontend.onnx import from_onnx
     from tensorir.pipeline import optimize
 
     if isinstance(model, str | os.PathLike):
         model = os.fspath(model)
-    return optimize(from_onnx(model, input_shapes=input_shapes), target=get_target(target))
+    g = from_onnx(model, input_shapes=input_shapes)
+    return optimize(g, target=get_target(target), layout_block=layout_block)

@@ -56,7 +56,7 @@ def _interleaved(fns: list, runs: int, warmup: int) -> list[float]:
     return [float(np.median(t)) for t in times]
 
 
-def bench_model(name: str, threads: list[int], runs: int, warmup: int) -> list[dict]:
+def bench_model(name: str, threads: list[int], runs: int, warmup: int, records=None) -> list[dict]:
     import tensorir as tir
     from tensorir.frontend.onnx import from_onnx
     from tensorir.graph.flops import graph_flops
@@ -65,7 +65,7 @@ def bench_model(name: str, threads: list[int], runs: int, warmup: int) -> list[d
     feeds = sample_inputs(model)
     flops = graph_flops(from_onnx(model))
     t0 = time.perf_counter()
-    mod = tir.compile(model)
+    mod = tir.compile(model, records=records)
     compile_s = time.perf_counter() - t0
     ours = mod.bind(feeds)
     err = max(
@@ -89,6 +89,7 @@ def bench_model(name: str, threads: list[int], runs: int, warmup: int) -> list[d
                 "compile_s": compile_s,
                 "workspace_bytes": mod.manifest["workspace_bytes"],
                 "max_abs_err_vs_ort": err,
+                "tuned_kernels": mod.manifest.get("tuned_kernels", 0),
             }
         )
     return rows
@@ -96,12 +97,13 @@ def bench_model(name: str, threads: list[int], runs: int, warmup: int) -> list[d
 
 def print_table(rows: list[dict]) -> None:
     head = f"{'model':<18} {'thr':>3} {'tensorir ms':>12} {'ort ms':>9} {'ratio':>7} {'GFLOP/s':>8}"
-    print(head + f" {'ort GF/s':>8} {'compile s':>9} {'workspace':>11} {'max err':>8}")
+    print(head + f" {'ort GF/s':>8} {'compile s':>9} {'workspace':>11} {'max err':>8} {'tuned':>5}")
     for r in rows:
         print(
             f"{r['model']:<18} {r['threads']:>3} {r['tensorir_ms']:>12.2f} {r['onnxruntime_ms']:>9.2f} "
             f"{r['ratio']:>7.2f} {r['tensorir_gflops']:>8.1f} {r['onnxruntime_gflops']:>8.1f} "
             f"{r['compile_s']:>9.1f} {r['workspace_bytes'] / 2**20:>9.2f}MB {r['max_abs_err_vs_ort']:>8.1e}"
+            f" {r.get('tuned_kernels', 0):>5}"
         )
 
 
@@ -112,10 +114,17 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--runs", type=int, default=30)
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--out", default=str(RESULTS / "compare.json"))
+    p.add_argument("--records", metavar="DB", help="compile with this tuning database's best records")
+    p.add_argument("--device", default="host", help="device of the tuning records")
     args = p.parse_args(argv)
+    records = None
+    if args.records:
+        from autotune.records import Records
+
+        records = Records.open(db=args.records, logs=None, device=args.device)
     rows = []
     for name in args.models:
-        rows += bench_model(name, args.threads, args.runs, args.warmup)
+        rows += bench_model(name, args.threads, args.runs, args.warmup, records)
         print_table(rows[-len(args.threads) :])
     print()
     print_table(rows)

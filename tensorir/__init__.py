@@ -27,6 +27,7 @@ def compile(  # noqa: A001 - the public name the design promises
     input_shapes=None,
     records=None,
     weights: str = "embedded",
+    layout_block=None,
 ):
     """Compile a model (path or onnx.ModelProto) to a native library; returns a loaded
     Module for host targets (`.run`, `.profile`, `.export`, `.set_num_threads`).
@@ -37,7 +38,7 @@ def compile(  # noqa: A001 - the public name the design promises
     from tensorir.compiler import compile_model
     from tensorir.runtime.module import Module
 
-    build = compile_model(model, target, input_shapes, records=records)
+    build = compile_model(model, target, input_shapes, records=records, layout_block=layout_block)
     out = build.write(tempfile.mkdtemp(prefix="tir-build-"), weights)
     if build.target.arch == "x86_64":
         return Module(out)

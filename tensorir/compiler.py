@@ -114,6 +114,14 @@ class _Binder:
         return Arg("workspace", self.offsets[root])
 
 
+def model_key(raw: bytes, input_shapes: Mapping[str, Sequence[int]] | None = None) -> str:
+    """The workload key of model-level knobs (the layout block): the model bytes' hash and
+    any input shapes given."""
+    h = hashlib.sha256(raw)
+    h.update(repr(sorted((k, list(v)) for k, v in (input_shapes or {}).items())).encode())
+    return f"model #{h.hexdigest()[:16]}"
+
+
 def lookup_config(records: Any, key: str) -> dict | None:
     """The best record's config for a workload: `records` is None, a {key: config} mapping,
     or anything with `best(key) -> config | None` (autotune.records.Records)."""
@@ -218,16 +226,20 @@ def compile_model(
     target: Target | str = "host",
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     records: Any = None,
+    layout_block: int | None = None,
 ) -> Build:
     """Compile a whole model for `target` (see the module docstring for the steps);
-    `records` gives tuned knob configs per workload (see `lookup_config`)."""
+    `records` gives tuned knob configs per workload (see `lookup_config`) and the model-level
+    `layout_block` (the NCHW[x]c channel block; argument > record > the target's lanes)."""
     from tensorir import __version__
     from tensorir.frontend.onnx import from_onnx
     from tensorir.pipeline import optimize
 
     target = get_target(target)
     raw = _model_bytes(model)
-    graph = optimize(from_onnx(model, input_shapes=input_shapes), target=target)
+    graph_config = lookup_config(records, model_key(raw, input_shapes)) or {}
+    block = layout_block or graph_config.get("layout_block")
+    graph = optimize(from_onnx(model, input_shapes=input_shapes), target=target, layout_block=block)
     with debug.stage("kernels") as st:
         kernels = _kernels(graph, target, records)
         st.result = "\n\n".join(str(k.func) for k in kernels.values())
@@ -246,6 +258,7 @@ def compile_model(
         "target": target.name,
         "triple": target.triple,
         "model_sha256": hashlib.sha256(raw).hexdigest(),
+        "layout_block": block,
         "inputs": _io(graph, [(graph.node(n).name, Value(n)) for n in graph.graph_inputs()]),
         "outputs": _io(graph, graph.outputs),
         "workspace_bytes": plan.workspace,

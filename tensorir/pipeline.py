@@ -38,10 +38,17 @@ from tensorir.target import Target
 MAX_ROUNDS = 4  # of the loop below; a round runs only if the one before changed the graph
 
 
-def optimize(g: Graph, fuse: bool = True, target: Target | str = "host", layout: bool | None = None) -> Graph:
+def optimize(
+    g: Graph,
+    fuse: bool = True,
+    target: Target | str = "host",
+    layout: bool | None = None,
+    layout_block: int | None = None,
+) -> Graph:
     """Run the graph passes on a copy of `g` and return it (`g` is left as it was).
     `fuse=False` stops before operator fusion (one kernel per op); `layout` packs
-    activations NCHW -> NCHW[x]c for `target` (default: on unless TIR_LAYOUT=0)."""
+    activations NCHW -> NCHW[x]c for `target` (default: on unless TIR_LAYOUT=0), with channel
+    blocks up to `layout_block` (default: the target's float32 lanes)."""
     g = copy_graph(g)
     for round_ in range(1, MAX_ROUNDS + 1):
         tag = "" if round_ == 1 else f" (round {round_})"
@@ -54,7 +61,7 @@ def optimize(g: Graph, fuse: bool = True, target: Target | str = "host", layout:
     run(dead_code, g, "dead code")
     run(cse, g, "cse")
     if layout_enabled() if layout is None else layout:  # NCHW -> NCHW[x]c, transforms at boundaries
-        run(make_layout_pass(target), g, "layout")
+        run(make_layout_pass(target, layout_block), g, "layout")
     if fuse:  # anchor ops (conv, dense, matmul, pool) + elementwise epilogues -> fused groups
         run(fuse_ops, g, "fuse ops")
     # memory_plan: static offsets for every intermediate in one workspace

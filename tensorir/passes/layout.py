@@ -198,9 +198,12 @@ class _Packer:
             remove_dead(g, nid)
 
 
-def make_layout_pass(target: Target | str = "host") -> Pass:
-    """The layout pass for `target` (channel blocks of its float32 vector lanes)."""
-    lanes = get_target(target).vector_lanes("float32")
+def make_layout_pass(target: Target | str = "host", max_block: int | None = None) -> Pass:
+    """The layout pass for `target`: channel blocks up to its float32 vector lanes, or up to
+    `max_block` (a power of two; the model-level `layout_block` tuning knob)."""
+    lanes = max_block or get_target(target).vector_lanes("float32")
+    if lanes & (lanes - 1):
+        raise ValueError(f"layout block {lanes} is not a power of two")
 
     def layout(g: Graph) -> bool:
         packer = _Packer(g, lanes)

@@ -1,0 +1,83 @@
+"""Model-level knobs, measured end to end: the packed layout's channel block.
+
+The layout pass packs activations NCHW -> NCHW[x]c with blocks up to x (default: the
+target's float32 vector lanes). A different x changes every conv's kernel and the transforms
+between them, so it is tuned on the whole model (as TVM's graph tuner and MNN's NC4HW4 choice
+do at their level): compile with each choice, time the model, record the result under the
+model's key (`tensorir.compiler.model_key`) with config {"layout_block": x}. `tir compile`
+then reads it like any record, and the kernel tasks are extracted from the graph with the
+chosen block.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from autotune.database import Database
+
+
+def layout_choices(target: str) -> list[int]:
+    from tensorir.target import get_target
+
+    lanes = get_target(target).vector_lanes("float32")
+    return sorted({max(1, lanes // 2), lanes, lanes * 2})
+
+
+def _time_model(mod, runs: int, blocks: int = 5) -> list[float]:
+    """`blocks` costs, each the median of runs / blocks timed runs (robust to outliers:
+    the record's mean cost is what `tir compile` compares)."""
+    rng = np.random.default_rng(0)
+    feeds = {
+        t["name"]: rng.uniform(-1, 1, t["shape"]).astype(t["dtype"])
+        if "float" in t["dtype"]
+        else np.zeros(t["shape"], t["dtype"])
+        for t in mod.inputs
+    }
+    run = mod.bind(feeds)
+    for _ in range(3):
+        run()
+    costs = []
+    for _ in range(blocks):
+        times = []
+        for _ in range(max(1, runs // blocks)):
+            t0 = time.perf_counter()
+            run()
+            times.append(time.perf_counter() - t0)
+        costs.append(float(np.median(times)))
+    return costs
+
+
+def tune_layout(
+    model: str | os.PathLike,
+    db: Database,
+    device: str = "host",
+    target: str = "host",
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    runs: int = 20,
+    log=print,
+) -> int | None:
+    """Measure the model with each layout block not measured yet; the best block (None when
+    the model has nothing to pack)."""
+    import tensorir as tir
+    from tensorir.compiler import model_key
+
+    key = model_key(Path(model).read_bytes(), input_shapes)
+    done = {r["config"].get("layout_block"): r for r in db.workload_records(key, device, target)}
+    for block in layout_choices(target):
+        if block in done:
+            continue
+        mod = tir.compile(os.fspath(model), target, input_shapes, layout_block=block)
+        costs = _time_model(mod, runs)
+        record = {"workload_key": key, "device": device, "target": target, "config": {"layout_block": block}}
+        db.add({**record, "costs": costs})
+        done[block] = {"mean_cost": float(np.mean(costs))}
+        log(f"  layout block {block}: {np.mean(costs) * 1e3:.3f} ms per run")
+    costs = {b: r["mean_cost"] for b, r in done.items() if r.get("mean_cost") is not None}
+    costs = {b: c for b, c in costs.items() if math.isfinite(c)}
+    return min(costs, key=costs.get) if costs else None

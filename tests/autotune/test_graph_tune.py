@@ -1,0 +1,54 @@
+"""The model-level layout-block knob: measured end to end, recorded, used by compile."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+import tensorir as tir
+from autotune.database import Database
+from autotune.graph_tune import layout_choices, tune_layout
+from autotune.records import Records
+from tensorir.compiler import model_key
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = ROOT / "examples" / "tiny_cnn.onnx"
+
+
+def _feeds(path: Path) -> dict[str, np.ndarray]:
+    sess = ort.InferenceSession(str(path))
+    rng = np.random.default_rng(0)
+    return {i.name: rng.uniform(-1, 1, i.shape).astype(np.float32) for i in sess.get_inputs()}
+
+
+def test_layout_choices_from_target_lanes():
+    lanes = tir.target.get_target("host").vector_lanes("float32")
+    assert layout_choices("host") == sorted({lanes // 2, lanes, lanes * 2})
+    assert layout_choices("linux-arm64") == [2, 4, 8]
+
+
+@pytest.mark.parametrize("block", [4, 8, 32])
+def test_compile_with_layout_block_matches_ort(block):
+    feeds = _feeds(TINY)
+    mod = tir.compile(str(TINY), layout_block=block)
+    assert mod.manifest["layout_block"] == block
+    want = ort.InferenceSession(str(TINY)).run(None, feeds)
+    for got, ref in zip(mod.run(feeds), want, strict=True):
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5)
+
+
+def test_tune_layout_records_each_block_once_and_compile_uses_the_best(tmp_path):
+    db = Database(tmp_path / "t.db")
+    best = tune_layout(TINY, db, runs=5, log=lambda _: None)
+    key = model_key(TINY.read_bytes())
+    recs = db.workload_records(key, "host", "host")
+    assert sorted(r["config"]["layout_block"] for r in recs) == layout_choices("host")
+    assert best == min(recs, key=lambda r: r["mean_cost"])["config"]["layout_block"]
+    assert tune_layout(TINY, db, runs=5, log=lambda _: None) == best  # nothing re-measured
+    assert len(db.workload_records(key, "host", "host")) == 3
+    records = Records.open(db=tmp_path / "t.db", logs=None)
+    mod = tir.compile(str(TINY), records=records)
+    assert mod.manifest["layout_block"] == best
