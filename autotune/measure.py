@@ -216,6 +216,11 @@ class _Worker:
         self.proc.join(5)
         self.conn.close()
 
+    def exit_code(self) -> int | None:
+        """The exit code of a worker whose pipe broke (it may not be reaped yet: wait a bit)."""
+        self.proc.join(2)
+        return self.proc.exitcode
+
     def request(self, msg: tuple, timeout: float) -> tuple:
         self.conn.send(msg)
         return self.answer(timeout)
@@ -338,7 +343,7 @@ class Measurer:
         try:
             reply = self.workers[k].conn.recv()
         except (EOFError, OSError):
-            res.error = f"build crashed the worker (exit code {self.workers[k].proc.exitcode})"
+            res.error = f"build crashed the worker (exit code {self.workers[k].exit_code()})"
             self._restart(k)
             return
         if reply[0] == "built":
@@ -356,7 +361,7 @@ class Measurer:
             self._restart(k)
             return
         except (EOFError, OSError):
-            res.error = f"run crashed the worker (exit code {w.proc.exitcode})"
+            res.error = f"run crashed the worker (exit code {w.exit_code()})"
             self._restart(k)
             return
         if reply[0] == "ran":

@@ -174,12 +174,19 @@ def schedule_copy(st: Stage, target: Target) -> None:
     maybe_parallel(st, fuse_all(st, outer), math.prod(st.tensor.shape))
 
 
+PAD_ROW_MIN = 64  # elements of the inner (plain) loops of a padding stage
+
+
 def schedule_pad(st: Stage) -> None:
-    """A padding stage at root: (n, c, leading spatial) fused and parallel, the last axis a
-    plain loop (its bounds test depends on the position, so it is left to LLVM, which
-    if-converts it into masked vector loads)."""
-    *outer, _ = st.leaves
-    maybe_parallel(st, fuse_all(st, outer), math.prod(st.tensor.shape))
+    """A padding stage at root: the leading axes fused and parallel, the trailing ones plain
+    loops of at least PAD_ROW_MIN elements (a whole row when the channel block is narrow; the
+    bounds test depends on the position, so it is left to LLVM, which if-converts it into
+    masked vector loads) — a fused loop with a 1-wide body would pay index math per element."""
+    leaves = list(st.leaves)
+    inner = 1
+    while len(leaves) > 1 and inner < PAD_ROW_MIN:
+        inner *= leaves.pop().extent
+    maybe_parallel(st, fuse_all(st, leaves), math.prod(st.tensor.shape))
 
 
 def inline_elementwise(s: Schedule, keep: Sequence[Stage] = ()) -> None:

@@ -78,8 +78,12 @@ class _Packer:
     def to_packed(self, v: Value) -> Value:
         """The packed twin of an NCHW activation (a layout_transform the first time)."""
         if v not in self.packed:
-            b = self.block_of(self.g.type_of(v).shape[1])
-            self.packed[v] = add_op(self.g, "layout_transform", [v], {"src": "NCHW", "dst": tag(b)})
+            t = self.g.type_of(v)
+            b = self.block_of(t.shape[1])
+            if b == 1:  # NCHW1c is NCHW with a unit axis: a view, no copy kernel
+                self.packed[v] = add_op(self.g, "reshape", [v], {"shape": (*t.shape, 1)})
+            else:
+                self.packed[v] = add_op(self.g, "layout_transform", [v], {"src": "NCHW", "dst": tag(b)})
         return self.packed[v]
 
     def const(self, array: np.ndarray) -> Value:

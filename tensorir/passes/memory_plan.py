@@ -63,13 +63,10 @@ class MemoryPlan:
 
 
 def storage_root(g: Graph, v: Value) -> Value:
-    """The value whose bytes `v` views: follow reshape/identity back to an op's output.
-    An alias of a graph input or constant is not followed: it gets its own buffer."""
+    """The value whose bytes `v` views: follow reshape/identity back to an op's output, a
+    graph input or a constant (a view of an input reads the caller's array in place)."""
     while g.node(v.node).op in ALIAS_OPS:
-        (src,) = g.inputs_of(v.node)
-        if g.node(src.node).op in ("input", "constant"):
-            return v
-        v = src
+        (v,) = g.inputs_of(v.node)
     return v
 
 
