@@ -36,10 +36,10 @@ class TaskSearch:
     space: Space
     rng: random.Random
     epsilon: float = 0.1
-    pool_random: int = 32
-    pool_mutants: int = 3  # per top config
-    top_k: int = 8
-    steps: int = 2
+    pool_random: int = 16
+    pool_mutants: int = 2  # per top config
+    top_k: int = 6
+    steps: int = 1  # each candidate is lowered to score it (~0.1-0.5 s): keep the pool small
     seen: set[str] = field(default_factory=set)
     measured: list[tuple[dict, float]] = field(default_factory=list)
     best_cost: float = math.inf

@@ -2,45 +2,65 @@
 
     python -m benchmarks.layers                     # resnet50, 1 thread
     python -m benchmarks.layers resnet18 --threads 2 --filter 3x3
+    python -m benchmarks.layers resnet50 --algorithm direct    # every conv forced to direct
 
 Compiles the model (tensorir.compiler.compile_model, so the optimized graph is at hand),
 profiles every kernel with Module.profile (median of --repeat calls each, over the model's
-own memory), and prints per kernel: the op and algorithm (conv2d_nchwc / fused body with
-the anchor's kernel shape and stride), its output shape, FLOPs (tensorir.graph.flops.
-node_flops of the kernel's graph node; a multiply-add is 2), ms, GFLOP/s, share of the
-model's kernel time, and fraction of peak (peak.json for the same thread count; run
-`python -m benchmarks.peak` first, else the column is empty). JSON rows go to
-benchmarks/results/layers_<model>.json.
+own memory), and prints per conv / dense / matmul kernel (--all: every kernel): the ONNX
+node name of its anchor, the kind (op, fused body, kernel size / stride), a workload
+summary (channels x spatial -> channels x spatial for convs, M x K * K x N for dense and
+matmul), the algorithm the compiler chose (the manifest's per-kernel "algorithm"), FLOPs
+(tensorir.graph.flops.node_flops of the kernel's graph node; a multiply-add is 2), ms,
+GFLOP/s, share of the model's kernel time, and fraction of peak (peak.json for the same
+thread count; run `python -m benchmarks.peak` first, else the column is empty).
+
+--algorithm A compiles with tuning records that pin {"algorithm": A} for every conv
+workload whose space offers A (autotune.task.extract_tasks); the other knobs keep their
+defaults and convs without A keep the default choice. JSON rows (every kernel) go to
+benchmarks/results/layers_<model>_t<threads>[_<algorithm>].json.
+
+Node names: the layout pass drops them, so they come from the same model optimized without
+layout or fusion, whose anchors (conv / dense / matmul) are matched to the kernels' anchors
+by kernel size, stride, group and input / output sizes ("?": no match, "-": ONNX has no name).
+FLOPs are the direct algorithm's for every kernel, so a Winograd kernel's GFLOP/s is an
+effective rate and can exceed the peak.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from benchmarks.peak import load_peak
 from benchmarks.zoo import build, sample_inputs
 
 RESULTS = Path(__file__).parent / "results"
+ANCHORS = ("conv2d_nchwc", "conv", "dense", "matmul", "gemm")
+
+
+def _anchor(g, nid: int) -> tuple[str, dict[str, Any], list, str]:
+    """(anchor op, its attrs, its input types, epilogue "+a+b") of a kernel's graph node."""
+    node = g.node(nid)
+    ins = [g.type_of(v) for v in g.inputs_of(nid)]
+    body = node.attr.get("body") if node.op == "fused" else None
+    if body is None or body.anchor is None:
+        return node.op, dict(node.attr), ins, ""
+    step = body.steps[body.anchor]
+    args = [ins[a] if a < body.n_inputs else None for a in step.args]
+    epi = "".join(f"+{s.op}" for k, s in enumerate(body.steps) if k != body.anchor)
+    return step.op, dict(step.attrs), args, epi
 
 
 def _algorithm(g, nid: int) -> str:
-    """The op, and for convs the kernel size / stride / group of the anchor."""
+    """The op (fused body), and for convs the kernel size / stride / group of the anchor."""
     node = g.node(nid)
-    op, attr = node.op, node.attr
-    ins = [g.type_of(v) for v in g.inputs_of(nid)]
-    desc, w = op, None
-    if op == "fused":
-        body = attr["body"]
-        desc = f"fused[{body}]"
-        if body.anchor is not None:
-            step = body.steps[body.anchor]
-            op, attr = step.op, dict(step.attrs)
-            w = ins[step.args[1]] if len(step.args) > 1 and step.args[1] < body.n_inputs else None
-    elif len(ins) > 1:
-        w = ins[1]
+    op, attr, ins, _ = _anchor(g, nid)
+    desc = f"fused[{node.attr['body']}]" if node.op == "fused" else node.op
+    w = ins[1] if len(ins) > 1 else None
     if op in ("conv2d_nchwc", "conv") and w is not None:
         kh, kw = (w.shape[2], w.shape[3])
         s = attr.get("strides") or (1, 1)
@@ -49,21 +69,91 @@ def _algorithm(g, nid: int) -> str:
     return desc
 
 
-def profile_layers(name: str, threads: int, repeat: int) -> list[dict]:
+def _workload(g, nid: int) -> str:
+    """Shape summary: C x H x W -> M x OH x OW for convs, M x K * K x N for dense / matmul."""
+    op, _, ins, _ = _anchor(g, nid)
+    out = g.node(nid).outputs[0].shape
+    x = ins[0] if ins else None
+    w = ins[1] if len(ins) > 1 else None
+    if op == "conv2d_nchwc" and x is not None and len(out) == 5:
+        _, cb, h, wd, ib = x.shape
+        _, mo, oh, ow, ob = out
+        return f"{cb * ib}x{h}x{wd} -> {mo * ob}x{oh}x{ow}"
+    if op == "conv" and x is not None and len(out) == 4:
+        return f"{x.shape[1]}x{x.shape[2]}x{x.shape[3]} -> {out[1]}x{out[2]}x{out[3]}"
+    if op == "dense" and x is not None and w is not None:
+        return f"{math.prod(x.shape[:-1])}x{x.shape[-1]} * {x.shape[-1]}x{w.shape[0]}"
+    if op == "matmul" and x is not None and w is not None and len(x.shape) >= 2:
+        batch = math.prod(out[:-2]) if len(out) > 2 else 1
+        mm = f"{x.shape[-2]}x{x.shape[-1]} * {w.shape[-2]}x{w.shape[-1]}"
+        return (f"{batch} x " if batch > 1 else "") + mm
+    return "x".join(str(d) for d in out)
+
+
+def _is_anchor_kernel(g, nid: int) -> bool:
+    return _anchor(g, nid)[0] in ANCHORS
+
+
+def _signature(g, nid: int) -> tuple:
+    """What identifies an anchor across layouts: op family, kernel, stride, group, in/out sizes."""
+    op, attr, ins, _ = _anchor(g, nid)
+    family = "conv" if op in ("conv", "conv2d_nchwc") else op
+    x, w = [*ins, None, None][:2]
+    sizes = (math.prod(x.shape) if x is not None else 0, math.prod(g.node(nid).outputs[0].shape))
+    if family != "conv" or w is None:
+        return (family, *sizes)
+    stride = tuple(attr.get("strides") or (1, 1))
+    return (family, w.shape[2], w.shape[3], stride, int(attr.get("group", 1)), *sizes)
+
+
+def anchor_names(model, g, nodes: list[int]) -> dict[int, str]:
+    """{kernel node: ONNX name of its conv / dense / matmul}: the layout pass drops names, so
+    take them from the model optimized without layout / fusion, matching anchors by
+    `_signature` (in order among equal signatures)."""
+    from tensorir.frontend.onnx import from_onnx
+    from tensorir.pipeline import optimize
+
+    plain = optimize(from_onnx(model), fuse=False, layout=False)
+    queues: dict[tuple, list[str]] = {}
+    for n in plain.op_nodes():
+        if plain.node(n).op in ANCHORS:
+            queues.setdefault(_signature(plain, n), []).append(plain.node(n).name or "-")
+    out = {}
+    for nid in nodes:
+        if _is_anchor_kernel(g, nid):
+            q = queues.get(_signature(g, nid))
+            out[nid] = q.pop(0) if q else "?"
+    return out
+
+
+def forced_records(model, algorithm: str) -> dict[str, dict]:
+    """Records pinning `algorithm` for every workload whose space offers it."""
+    from autotune.task import extract_tasks, load_graph
+
+    tasks = extract_tasks(load_graph(model))
+    return {t.key: {"algorithm": algorithm} for t in tasks if algorithm in t.space().algorithms}
+
+
+def profile_layers(name: str, threads: int, repeat: int, algorithm: str | None = None) -> list[dict]:
     from tensorir.compiler import compile_model
     from tensorir.graph.flops import node_flops
     from tensorir.runtime.module import Module
 
     model = build(name)
-    b = compile_model(model)
+    records = None
+    if algorithm:
+        records = forced_records(model, algorithm)
+        print(f"--algorithm {algorithm}: pinned for {len(records)} workloads")
+    b = compile_model(model, records=records)
     mod = Module(b.write(tempfile.mkdtemp(prefix="tir-layers-")))
     mod.set_num_threads(threads)
     nodes = list(b.graph.op_nodes())
+    names = anchor_names(model, b.graph, nodes)
     prof = mod.profile(sample_inputs(model), repeat=repeat)
     total = sum(r["seconds"] for r in prof)
     peak = load_peak(threads)
     rows = []
-    for r, call in zip(prof, b.calls, strict=True):
+    for r, call, kern in zip(prof, b.calls, mod.manifest["kernels"], strict=True):
         k = int(call.symbol.split("_")[1][1:])  # tir_k{index in op_nodes()}_{op}
         nid = nodes[k]
         flops = node_flops(b.graph, nid)
@@ -71,9 +161,13 @@ def profile_layers(name: str, threads: int, repeat: int) -> list[dict]:
         rows.append(
             {
                 "symbol": r["symbol"],
-                "node": b.graph.node(nid).name,
+                "node": names.get(nid, b.graph.node(nid).name),
                 "op": r["op"],
-                "algorithm": _algorithm(b.graph, nid),
+                "anchor": _is_anchor_kernel(b.graph, nid),
+                "kind": _algorithm(b.graph, nid),
+                "workload": _workload(b.graph, nid),
+                "workload_key": kern.get("workload", ""),
+                "algorithm": kern.get("algorithm", ""),
                 "out_shape": list(b.graph.node(nid).outputs[0].shape),
                 "flops": flops,
                 "ms": r["seconds"] * 1e3,
@@ -85,26 +179,36 @@ def profile_layers(name: str, threads: int, repeat: int) -> list[dict]:
     return rows
 
 
-def print_table(rows: list[dict], flt: str | None = None) -> None:
+def _selected(r: dict, flt: str | None, everything: bool) -> bool:
+    if not everything and not r["anchor"]:
+        return False
+    return not flt or any(flt in r[f] for f in ("kind", "workload", "algorithm", "node"))
+
+
+def print_table(rows: list[dict], flt: str | None = None, everything: bool = False) -> None:
     print(
-        f"{'kernel':<22} {'algorithm':<44} {'out':<20} {'MFLOP':>8} {'ms':>7} {'GF/s':>6}"
-        f" {'share':>6} {'%peak':>6}"
+        f"{'kernel':<18} {'node':<22} {'kind':<34} {'workload':<24} {'algorithm':<9} {'MFLOP':>7}"
+        f" {'ms':>7} {'GF/s':>6} {'share':>6} {'%peak':>6}"
     )
-    for r in rows:
-        if flt and flt not in r["algorithm"]:
-            continue
+    sel = [r for r in rows if _selected(r, flt, everything)]
+    for r in sel:
         pk = f"{100 * r['peak_frac']:>5.1f}%" if r["peak_frac"] is not None else "     -"
+        kind = r["kind"].replace("conv2d_nchwc", "conv")
         print(
-            f"{r['symbol']:<22} {r['algorithm'][:44]:<44} {r['out_shape']!s:<20} {r['flops'] / 1e6:>8.1f} "
-            f"{r['ms']:>7.3f} {r['gflops']:>6.1f} {100 * r['share']:>5.1f}% {pk}"
+            f"{r['symbol'][:18]:<18} {r['node'][-22:]:<22} {kind[:34]:<34} {r['workload'][:24]:<24}"
+            f" {r['algorithm'] or '-':<9} {r['flops'] / 1e6:>7.1f} {r['ms']:>7.3f} {r['gflops']:>6.1f}"
+            f" {100 * r['share']:>5.1f}% {pk}"
         )
-    sel = [r for r in rows if not flt or flt in r["algorithm"]]
     ms, fl = sum(r["ms"] for r in sel), sum(r["flops"] for r in sel)
+    everything_shown = len(sel) == len(rows)
     print(
-        f"{'total' if not flt else 'selected'}: {len(sel)} kernels, {ms:.2f} ms, {fl / 1e9:.2f} GFLOP, ",
+        f"{'total' if everything_shown else 'selected'}: {len(sel)} kernels, {ms:.2f} ms, "
+        f"{fl / 1e9:.2f} GFLOP, ",
         end="",
     )
     print(f"{fl / ms / 1e6:.1f} GFLOP/s, {100 * sum(r['share'] for r in sel):.1f}% of kernel time")
+    if not everything_shown:
+        print(f"all kernels: {len(rows)}, {sum(r['ms'] for r in rows):.2f} ms")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -112,12 +216,21 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("model", nargs="?", default="resnet50")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--repeat", type=int, default=10)
-    p.add_argument("--filter", default=None, help="only rows whose algorithm contains this (e.g. 3x3)")
+    p.add_argument(
+        "--filter", default=None, help="only rows whose kind/workload/algorithm/node contains this (e.g. 3x3)"
+    )
+    p.add_argument("--all", action="store_true", help="every kernel, not only conv / dense / matmul")
+    p.add_argument(
+        "--algorithm",
+        default=None,
+        help="force this conv algorithm (direct, im2col, winograd2/4/6) where a conv's space has it",
+    )
     p.add_argument("--out", default=None)
     args = p.parse_args(argv)
-    rows = profile_layers(args.model, args.threads, args.repeat)
-    print_table(rows, args.filter)
-    out = Path(args.out or RESULTS / f"layers_{args.model}_t{args.threads}.json")
+    rows = profile_layers(args.model, args.threads, args.repeat, args.algorithm)
+    print_table(rows, args.filter, args.all)
+    suffix = f"_{args.algorithm}" if args.algorithm else ""
+    out = Path(args.out or RESULTS / f"layers_{args.model}_t{args.threads}{suffix}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(rows, indent=1) + "\n")
 

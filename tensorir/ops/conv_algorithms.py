@@ -8,8 +8,11 @@ A `conv2d_nchwc` (alone or as the anchor of a fused node) has an `algorithm` kno
                 dilation 1, group 1, and a constant weight (transformed at compile time)
 
 Without a tuning record the default is analytic: Winograd with MNN's unit choice
-(`choose_winograd_m`: multiplications saved against transform cost) when it applies,
-im2col for strided convs larger than 1x1 (`im2col_preferred`, measured), else direct.
+(`choose_winograd_m`: multiplications saved against transform cost) when it applies, else
+direct. im2col is left to tuning: with its default knobs it lost to direct on ResNet-50's
+strided 3x3 convs (layer3.0 / layer4.0: 4.0-7.7 / 10.2 ms vs 3.1 / 3.5 ms) and the 7x7 stem
+(6.9 vs 4.4 ms), 1 thread, `benchmarks/layers.py --algorithm`; a tuned record picks it
+where it wins.
 
 Winograd changes the kernel's inputs (U instead of w), so `specialize` rewrites the op
 (its anchor step) and returns the weight transform for the caller to apply to the
@@ -28,7 +31,6 @@ import numpy as np
 from tensorir.graph.types import TensorType
 from tensorir.ops.fused import FusedBody
 from tensorir.ops.layout import conv_nchwc_attrs
-from tensorir.schedule.algorithms.im2col import im2col_preferred
 from tensorir.schedule.algorithms.winograd import choose_winograd_m
 from tensorir.schedule.algorithms.winograd_nchwc import OP as WINOGRAD_OP
 from tensorir.schedule.algorithms.winograd_nchwc import weight_transform_nchwc
@@ -63,8 +65,7 @@ def algorithm_choices(
     if group != 1:
         return ["direct"], "direct"
     choices = ["direct", "im2col"]
-    s, _, _ = conv_nchwc_attrs(dict(attrs))
-    default = "im2col" if im2col_preferred(x_shape, w_shape, s, lanes=0) else "direct"
+    default = "direct"  # im2col is a tuning choice: measured slower by default (module docstring)
     if winograd_eligible(w_shape, attrs):
         choices += ["winograd2", "winograd4", "winograd6"]
         n, _, h, w, _ = x_shape
