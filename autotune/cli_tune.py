@@ -41,6 +41,8 @@ def add_tune_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--search", default="model", choices=["model", "random"])
     p.add_argument("--workers", type=int, default=2, help="build processes")
     p.add_argument("--threads", type=int, default=0, help="kernel threads while timing (0: all cores)")
+    p.add_argument("--flush-cache", action="store_true", help="flush the caches before each timing")
+    p.add_argument("--repeat", type=int, default=5, help="timings per candidate (median reported)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--plot", metavar="PNG", help="draw best-so-far vs trials per task and for the model")
     p.add_argument(
@@ -92,7 +94,13 @@ def cmd_tune(args: argparse.Namespace) -> int:
         search=args.search,
         seed=args.seed,
     )
-    measure = MeasureOptions(target=target, workers=args.workers, threads=args.threads or None)
+    measure = MeasureOptions(
+        target=target,
+        workers=args.workers,
+        threads=args.threads or None,
+        repeat=args.repeat,
+        flush_cache=args.flush_cache,
+    )
     summary = Tuner(tasks, db, options, measure).run()
     print(_report(summary))
     if args.plot:

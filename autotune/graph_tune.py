@@ -29,27 +29,32 @@ def layout_choices(target: str) -> list[int]:
     return sorted({max(1, lanes // 2), lanes, lanes * 2})
 
 
-def _time_model(mod, runs: int, blocks: int = 5) -> list[float]:
-    """`blocks` costs, each the median of runs / blocks timed runs (robust to outliers:
-    the record's mean cost is what `tir compile` compares)."""
+def _feeds(mod) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(0)
-    feeds = {
+    return {
         t["name"]: rng.uniform(-1, 1, t["shape"]).astype(t["dtype"])
         if "float" in t["dtype"]
         else np.zeros(t["shape"], t["dtype"])
         for t in mod.inputs
     }
-    run = mod.bind(feeds)
-    for _ in range(3):
-        run()
-    costs = []
-    for _ in range(blocks):
-        times = []
-        for _ in range(max(1, runs // blocks)):
-            t0 = time.perf_counter()
-            run()
-            times.append(time.perf_counter() - t0)
-        costs.append(float(np.median(times)))
+
+
+def time_interleaved(mods: Sequence, runs: int, rounds: int = 5) -> list[list[float]]:
+    """Per module `rounds` costs, each the median of runs / rounds timed runs; the modules
+    take turns round by round, so a slower stretch of a shared machine hits all of them."""
+    calls = [m.bind(_feeds(m)) for m in mods]
+    for call in calls:
+        for _ in range(3):
+            call()
+    costs: list[list[float]] = [[] for _ in mods]
+    for _ in range(rounds):
+        for k, call in enumerate(calls):
+            times = []
+            for _ in range(max(1, runs // rounds)):
+                t0 = time.perf_counter()
+                call()
+                times.append(time.perf_counter() - t0)
+            costs[k].append(float(np.median(times)))
     return costs
 
 
@@ -69,15 +74,15 @@ def tune_layout(
 
     key = model_key(Path(model).read_bytes(), input_shapes)
     done = {r["config"].get("layout_block"): r for r in db.workload_records(key, device, target)}
-    for block in layout_choices(target):
-        if block in done:
-            continue
-        mod = tir.compile(os.fspath(model), target, input_shapes, layout_block=block)
-        costs = _time_model(mod, runs)
-        record = {"workload_key": key, "device": device, "target": target, "config": {"layout_block": block}}
-        db.add({**record, "costs": costs})
-        done[block] = {"mean_cost": float(np.mean(costs))}
-        log(f"  layout block {block}: {np.mean(costs) * 1e3:.3f} ms per run")
+    todo = [b for b in layout_choices(target) if b not in done]
+    if todo:  # all choices measured together, interleaved (one at a time drifts with the machine)
+        blocks = layout_choices(target)
+        mods = [tir.compile(os.fspath(model), target, input_shapes, layout_block=b) for b in blocks]
+        for block, costs in zip(blocks, time_interleaved(mods, runs), strict=True):
+            config = {"layout_block": block}
+            db.add({"workload_key": key, "device": device, "target": target, "config": config, "costs": costs})
+            done[block] = {"mean_cost": float(np.mean(costs))}
+            log(f"  layout block {block}: {np.mean(costs) * 1e3:.3f} ms per run")
     costs = {b: r["mean_cost"] for b, r in done.items() if r.get("mean_cost") is not None}
     costs = {b: c for b, c in costs.items() if math.isfinite(c)}
     return min(costs, key=costs.get) if costs else None
