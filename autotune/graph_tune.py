@@ -80,7 +80,8 @@ def tune_layout(
         mods = [tir.compile(os.fspath(model), target, input_shapes, layout_block=b) for b in blocks]
         for block, costs in zip(blocks, time_interleaved(mods, runs), strict=True):
             config = {"layout_block": block}
-            db.add({"workload_key": key, "device": device, "target": target, "config": config, "costs": costs})
+            rec = {"workload_key": key, "device": device, "target": target, "config": config}
+            db.add({**rec, "costs": costs})
             done[block] = {"mean_cost": float(np.mean(costs))}
             log(f"  layout block {block}: {np.mean(costs) * 1e3:.3f} ms per run")
     costs = {b: r["mean_cost"] for b, r in done.items() if r.get("mean_cost") is not None}
