@@ -28,6 +28,13 @@ def parse_duration(text: str) -> float:
     return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[m.group(2)]
 
 
+def device_name(profile: str, threads: int = 0) -> str:
+    """The device the records are kept under: the profile, plus the thread count when the
+    kernels were timed with a fixed one (a 1-thread deployment wants 1-thread records:
+    `tir compile --device host-t1`)."""
+    return f"{profile}-t{threads}" if threads else profile
+
+
 def add_tune_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("tune", help="autotune a model's kernels on a device (resumable)")
     p.add_argument("model", help="ONNX model file")
@@ -40,7 +47,12 @@ def add_tune_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--early-stopping", type=int, default=48, help="per task: trials without improvement")
     p.add_argument("--search", default="model", choices=["model", "random"])
     p.add_argument("--workers", type=int, default=2, help="build processes")
-    p.add_argument("--threads", type=int, default=0, help="kernel threads while timing (0: all cores)")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="kernel threads while timing (0: all cores); N > 0 keeps the records under device <profile>-tN",
+    )
     p.add_argument("--flush-cache", action="store_true", help="flush the caches before each timing")
     p.add_argument("--repeat", type=int, default=5, help="timings per candidate (median reported)")
     p.add_argument("--seed", type=int, default=0)
@@ -74,18 +86,20 @@ def cmd_tune(args: argparse.Namespace) -> int:
         from autotune.graph_tune import tune_layout
 
         print(f"measuring {args.model} with each NCHW[x]c channel block (model-level knob)")
-        block = tune_layout(args.model, db, args.device, target, shapes)
+        dev = device_name(args.device, args.threads)
+        block = tune_layout(args.model, db, dev, target, shapes, threads=args.threads or None)
         print(f"  best layout block: {block}")
         graph = load_graph(args.model, target, shapes, layout_block=block)
     tasks = extract_tasks(graph, target)
     if not tasks:
         print(f"{args.model}: nothing to tune (no kernel has knobs)")
         return 0
-    print(f"tuning {len(tasks)} tasks of {args.model} on {args.device}; database {db.path}")
+    device = device_name(args.device, args.threads)
+    print(f"tuning {len(tasks)} tasks of {args.model} on {device}; database {db.path}")
     for k, t in enumerate(tasks, 1):
         print(f"  {k:2d}. {t}")
     options = TuneOptions(
-        device=args.device,
+        device=device,
         target=target,
         trials=args.trials,
         time_budget_s=budget,

@@ -66,6 +66,7 @@ def tune_layout(
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     runs: int = 20,
     log=print,
+    threads: int | None = None,
 ) -> int | None:
     """Measure the model with each layout block not measured yet; the best block (None when
     the model has nothing to pack)."""
@@ -78,6 +79,9 @@ def tune_layout(
     if todo:  # all choices measured together, interleaved (one at a time drifts with the machine)
         blocks = layout_choices(target)
         mods = [tir.compile(os.fspath(model), target, input_shapes, layout_block=b) for b in blocks]
+        for mod in mods:
+            if threads:
+                mod.set_num_threads(threads)
         for block, costs in zip(blocks, time_interleaved(mods, runs), strict=True):
             config = {"layout_block": block}
             rec = {"workload_key": key, "device": device, "target": target, "config": config}

@@ -319,3 +319,10 @@ def test_search_with_trained_model_proposes_fresh_configs():
     # the greedy part comes from the model: mostly configs it rates well (not pack_b)
     out = s.propose(10, model, featurize)
     assert len(out) == 10 and sum(not c["gemm_pack_b"] for c in out) >= 8
+
+
+def test_device_name_carries_a_fixed_thread_count():
+    from autotune.cli_tune import device_name
+
+    assert device_name("host") == "host"
+    assert device_name("host", 1) == "host-t1"
