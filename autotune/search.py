@@ -72,13 +72,16 @@ class TaskSearch:
         return out
 
     def _mutants(self, parents: Sequence[dict], per: int, taken: set[str]) -> list[dict]:
+        """Up to `per` fresh one-knob mutations of each parent."""
         out = []
         for p in parents:
+            mine = 0
             for _ in range(per * 3):
                 cfg = self.space.mutate(p, self.rng)
                 if self._fresh(cfg, taken):
                     out.append(cfg)
-                    if len(out) % per == 0:
+                    mine += 1
+                    if mine == per:
                         break
         return out
 

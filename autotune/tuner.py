@@ -201,7 +201,7 @@ class Tuner:
             "workload_key": task.key,
             "device": self.options.device,
             "target": self.options.target,
-            "config": st_complete(task, r.config, self.options.target),
+            "config": task.space(self.options.target).complete(r.config),  # equal kernels, one id
             "costs": r.costs if r.error is None else [],
             "error": r.error,
         }
@@ -224,11 +224,6 @@ class Tuner:
         est = sum(s.task.count * s.best for s in self.states if math.isfinite(s.best))
         label = f"task {k}/{len(self.states)} {st.task.label}"
         return f"{label}: {st.trials} trials, best {best}; tuned kernels {est * 1e3:.2f} ms"
-
-
-def st_complete(task: Task, config: dict, target: str) -> dict:
-    """The config with every knob of its branch (so equal kernels share one record id)."""
-    return task.space(target).complete(config)
 
 
 class _NoBar:

@@ -36,7 +36,8 @@ direct kernel's stride-2 pixel loads are strided, the column copy makes them con
 7x7 s2 3->64@224 (ib = 1) 49-60 / 37-66 (a tie); 3x3 s1 64@56 75-103 / 87-108,
 1x1 256->64@56 76-94 / 81-112, 1x1 1024->256@14 72-88 / 72-107 (direct ahead: for stride 1 the
 column copy costs KH*KW times the input for no better access, and a 1x1 s1 col is a plain
-copy). `im2col_preferred` is this rule: strided convs with a kernel larger than 1x1.
+copy). With default knobs it still lost to direct on ResNet-50's strided convs, so it is a
+tuning choice, not a default (tensorir/ops/conv_algorithms.py).
 """
 
 from __future__ import annotations
@@ -143,14 +144,6 @@ def default_pixel_block(choices: Sequence[int], per_pixel_bytes: int, mr: int, i
             break
         best = max(smaller)
     return best
-
-
-def im2col_preferred(x_shape: Sequence[int], w_shape: Sequence[int], strides: Ints, lanes: int) -> bool:
-    """The analytic rule (module docstring): im2col for strided convs with a kernel larger
-    than 1x1, where the direct kernel's pixel loads are strided. (`x_shape` / `lanes` are
-    for rules that also look at the input block.)"""
-    _, _, kh, kw, _, _ = w_shape
-    return max(strides) > 1 and kh * kw > 1
 
 
 # ---- schedule ---------------------------------------------------------------------------
