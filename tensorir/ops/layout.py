@@ -242,8 +242,6 @@ def schedule_conv_nchwc(s: Any, outputs: Sequence[Any], target: Any) -> None:
     acc = next(st for st in s.stages if st.name.endswith("_acc") and st.op.reduce_axis)
     pad = stage_named(s, "conv_nchwc_pad")
     inline_elementwise(s, keep=[pad] if pad is not None else [])
-    if pad is not None:
-        schedule_pad(pad)
     y = next(st for st in s.stages if st.is_output)
     b, m, oh, ow, j = y.op.axis
     dtype = acc.tensor.dtype
@@ -251,8 +249,8 @@ def schedule_conv_nchwc(s: Any, outputs: Sequence[Any], target: Any) -> None:
     v = knob("vector", _vector_choices(j.extent, lanes), pick_vector(j.extent, lanes))
     row_bytes = ow.extent * j.extent * elem_bytes(dtype)
     dense = len(acc.op.reduce_axis) == 4  # depthwise reduces over the taps only
-    mb_choices = [d for d in (1, 2, 4) if m.extent % d == 0] if dense else [1]
-    mb = knob("oc_blocks", mb_choices, OC_BLOCKS if OC_BLOCKS in mb_choices else 1)
+    mb_choices = [d for d in (1, 2, 3, 4) if m.extent % d == 0] if dense else [1]
+    mb = knob("oc_blocks", mb_choices, _default_oc_blocks(mb_choices, j.extent, lanes))
     mo, mi = y.split(m, factor=mb)
     chunk = chunk_first_axis(oh.extent, row_bytes * mb, b.extent * mo.extent)
     rows = knob("row_chunk", ["auto", *_divisor_choices(oh.extent)], "auto")
@@ -268,6 +266,13 @@ def schedule_conv_nchwc(s: Any, outputs: Sequence[Any], target: Any) -> None:
     y.vectorize(jv)
     maybe_parallel(y, outer, work_of(acc))
     acc.compute_at(y, outer)
+    if pad is not None:
+        # depthwise: each chunk reads one channel block, so its padded tile is private and
+        # stays in cache; a dense conv would re-pad every input block per output block
+        if knob("pad_at", ["root", "chunk"], "root" if dense else "chunk") == "chunk":
+            pad.compute_at(y, outer)
+        else:
+            schedule_pad(pad)
     ab, am, ah, aw, aj = acc.op.axis
     ju, jw = acc.split(aj, factor=v)
     u = j.extent // v * mb  # vectors per output pixel in registers
@@ -286,6 +291,13 @@ def schedule_conv_nchwc(s: Any, outputs: Sequence[Any], target: Any) -> None:
     if step > 1 and inner.extent % step == 0 and inner.extent > step:
         _, ri = acc.split(inner, factor=step)
         acc.unroll(ri)
+
+
+def _default_oc_blocks(choices: list[int], block: int, lanes: int) -> int:
+    """OC_BLOCKS channel blocks per register tile; narrow blocks (8 channels on a 16-lane
+    target, as for 24 channels) take up to OC_BLOCKS full vectors' worth instead."""
+    want = max(OC_BLOCKS, OC_BLOCKS * lanes // max(1, block))
+    return max(d for d in choices if d <= want)
 
 
 def _vector_choices(extent: int, lanes: int) -> list[int]:
