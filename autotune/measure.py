@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from autotune.task import Task
+from tensorir.loop.ir import LoopFunc
 
 FLUSH_BYTES = 64 << 20  # larger than the last-level caches here
 
@@ -90,7 +91,6 @@ class _WorkerState:
         self.reference = task.reference(self.inputs) if self.options.check else []
 
     def build(self, ident: int, config: dict) -> tuple:
-        from autotune.features import extract_features
         from tensorir.runtime.jit import compile_host
 
         t0 = time.perf_counter()
@@ -99,17 +99,23 @@ class _WorkerState:
         build_s = time.perf_counter() - t0
         nest, _ = self.task.build(config, self.options.target, passes=False)
         self.kernels[ident] = (func, spec, kernel)
-        return ("built", ident, build_s, extract_features(nest))
+        return ("built", ident, build_s, self._features(nest, config))
+
+    def _features(self, nest: LoopFunc, config: dict) -> np.ndarray:
+        from autotune.features import extract_features
+        from autotune.knob_features import candidate_features
+
+        full = self.task.space(self.options.target).complete(config)
+        return candidate_features(extract_features(nest), full)
 
     def features(self, ident: int, configs: list[dict]) -> tuple:
-        """Cost-model features of configs (the unexpanded loop nest; None where it fails)."""
-        from autotune.features import extract_features
-
+        """Cost-model features of configs (the unexpanded loop nest and the knob values;
+        None where it fails)."""
         out = []
         for cfg in configs:
             try:
                 nest, _ = self.task.build(cfg, self.options.target, passes=False)
-                out.append(extract_features(nest))
+                out.append(self._features(nest, cfg))
             except Exception:  # an illegal candidate just gets no features
                 out.append(None)
         return ("features", ident, out)

@@ -30,6 +30,7 @@ import numpy as np
 
 from autotune.cost_model import CostModel
 from autotune.database import Database
+from autotune.knob_features import NUM_CANDIDATE_FEATURES
 from autotune.measure import MeasureOptions, Measurer, MeasureResult
 from autotune.search import TaskSearch
 from autotune.task import Task
@@ -114,9 +115,12 @@ class Tuner:
             return None
         if self.model_path.exists():
             try:
-                return CostModel.load(self.model_path)
+                model = CostModel.load(self.model_path)
+                if model.num_features in (None, NUM_CANDIDATE_FEATURES):
+                    return model
             except Exception:  # a corrupt or foreign model file: start a fresh one
                 pass
+            # another feature set (an older tensorir): its data cannot train this model
         return CostModel(self.options.objective, seed=self.options.seed)
 
     def _resume(self) -> None:

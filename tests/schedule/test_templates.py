@@ -112,3 +112,19 @@ def check_config(task: Task, algorithm: str, cfg: dict) -> None:
         err = float(np.max(np.abs(got.astype(np.float64) - ref))) if ref.size else 0.0
         bound = tol * float(np.max(np.abs(ref))) + ABS_FLOOR if ref.size else 0.0
         assert err <= bound, f"{task} config {cfg}: max|err| {err:.3g} > {bound:.3g}"
+
+
+def test_every_knob_has_a_cost_model_slot():
+    """The cost model encodes knobs by name (autotune/knob_features.py): every knob and every
+    word value of the zoo's spaces must have a slot, or tuning would lose that signal."""
+    from autotune.knob_features import _SLOT, _WORD
+
+    missing = set()
+    for _, task in TASKS.values():
+        for knobs in task.space().branches.values():
+            for k in knobs:
+                if k.name not in _SLOT:
+                    missing.add(k.name)
+                words = {c for c in k.choices if isinstance(c, str) and c != "auto"}
+                missing |= {f"{k.name}={w}" for w in words - set(_WORD)}
+    assert not missing, f"knobs without a cost-model slot: {sorted(missing)}"
