@@ -168,16 +168,27 @@ class Tuner:
         start = time.monotonic()
         bar = _progress(opt.trials, self.trials, opt.progress)
         with Measurer(self.measure_options) as measurer:
-            while self.trials < opt.trials:
-                if opt.time_budget_s is not None and time.monotonic() - start > opt.time_budget_s:
+            while opt.time_budget_s is None or time.monotonic() - start <= opt.time_budget_s:
+                if not self.step(measurer, bar):
                     break
-                st = self.pick()
-                if st is None:
-                    break
-                n = min(opt.batch_size, opt.trials - self.trials)
-                self._batch(st, n, measurer, bar)
         bar.close()
-        return TuneSummary(self.trials, time.monotonic() - start, self.states)
+        return self.summary(time.monotonic() - start)
+
+    def step(self, measurer: Measurer, bar: Any = None) -> bool:
+        """Measure one batch of the task the scheduler picks; False when there is nothing
+        left to do (trial budget spent, every task stopped). `run` is a loop over this; a
+        caller that interleaves two tuners (benchmarks/tune_eval.py) steps them in turn."""
+        if self.trials >= self.options.trials:
+            return False
+        st = self.pick()
+        if st is None:
+            return False
+        n = min(self.options.batch_size, self.options.trials - self.trials)
+        self._batch(st, n, measurer, bar if bar is not None else _NoBar())
+        return True
+
+    def summary(self, seconds: float) -> TuneSummary:
+        return TuneSummary(self.trials, seconds, self.states)
 
     def _batch(self, st: TaskState, n: int, measurer: Measurer, bar: Any) -> None:
         def featurize(cfgs):

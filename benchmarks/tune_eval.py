@@ -2,7 +2,8 @@
 
     PYTHONPATH=. python -m benchmarks.tune_eval --tasks 4 --trials 40
 
-For each of the first `--tasks` tasks (by weight) it tunes twice from scratch: random search
+For each of the first `--tasks` tasks (by weight) it tunes twice, interleaved batch by batch
+(so a drifting machine slows both alike), from scratch: random search
 with `--random-trials` (default 3 x `--trials`, so that random search's count can be measured
 where it needs up to 3x the model's budget), then cost-model-guided search with `--trials`.
 `--pretrain-tasks M` first tunes the M next tasks (model-guided, `--pretrain-trials` each)
@@ -19,13 +20,15 @@ Reported:
   within 5 % of the best (where it is, both searches "reach" it at trial 1 and the ratio
   only measures timing noise); the all-task ratio is reported too.
 
-Results go to benchmarks/results/tune_eval.json. Timings are medians of `repeat` runs of
-each candidate; run it on a quiet machine.
+Results go to benchmarks/results/tune_eval.json, the random runs' samples (features, costs,
+task index) to tune_eval.data.npz. Timings are medians of `repeat` runs of each candidate;
+run it on a quiet machine.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import random
@@ -38,7 +41,7 @@ import numpy as np
 from autotune.cost_model import CostModel, pairwise_accuracy
 from autotune.database import Database
 from autotune.features import NUM_FEATURES
-from autotune.measure import MeasureOptions
+from autotune.measure import MeasureOptions, Measurer
 from autotune.task import extract_tasks, load_graph
 from autotune.tuner import TuneOptions, Tuner
 from benchmarks.zoo import build
@@ -46,11 +49,10 @@ from benchmarks.zoo import build
 RESULTS = Path(__file__).parent / "results"
 
 
-def tune_once(
-    task, search: str, trials: int, seed: int, workdir: Path, start_model: Path | None = None
-) -> tuple[list[float], list]:
-    """Best-so-far cost after each trial, and (features, cost) of every measured config."""
-    data: list = []
+def make_tuner(
+    task, search: str, trials: int, seed: int, workdir: Path, data: list, start_model: Path | None = None
+) -> Tuner:
+    """A one-task tuner; (features, cost) of every measured config is appended to `data`."""
     db = Database(workdir / f"{search}-{seed}.db")
     model_path = workdir / f"model-{search}-{seed}.json"
     if start_model is not None:
@@ -68,10 +70,21 @@ def tune_once(
     def keep(st, results):
         data.extend((r.features, r.cost) for r in results if r.features is not None)
 
-    tuner = Tuner([task], db, options, MeasureOptions(workers=2), on_batch=keep)
-    summary = tuner.run()
-    curve = [best for _, best in summary.tasks[0].history]
-    return curve, data
+    return Tuner([task], db, options, MeasureOptions(workers=2), on_batch=keep)
+
+
+def tune_interleaved(tuners: list[Tuner], shares: list[int]) -> list[list[float]]:
+    """Run the tuners batch by batch in turn (`shares[i]` batches of tuner i per round), so
+    a machine whose speed drifts during the run slows every search alike; each tuner's
+    best-so-far cost after each of its trials."""
+    with contextlib.ExitStack() as stack:
+        measurers = [stack.enter_context(Measurer(t.measure_options)) for t in tuners]
+        live = [True] * len(tuners)
+        while any(live):
+            for i, (t, m) in enumerate(zip(tuners, measurers, strict=True)):
+                for _ in range(shares[i]):
+                    live[i] = live[i] and t.step(m)
+    return [[best for _, best in t.states[0].history] for t in tuners]
 
 
 def trials_to_reach(curve: list[float], target: float) -> int:
@@ -106,10 +119,24 @@ def pretrain(tasks: list, trials: int, seed: int, workdir: Path) -> Path:
     """Tune `tasks` model-guided into one model file (the transfer source); its path."""
     path = workdir / "pretrained.json"
     for k, task in enumerate(tasks, 1):
-        tune_once(task, "model", trials, seed, workdir / f"p{k}", start_model=path if path.exists() else None)
-        CostModel.load(workdir / f"p{k}" / f"model-model-{seed}.json").save(path)
+        start = path if path.exists() else None
+        tuner = make_tuner(task, "model", trials, seed, workdir / f"p{k}", [], start_model=start)
+        tuner.run()
+        CostModel.load(tuner.model_path).save(path)
         print(f"pretrained on {task} ({trials} trials)", flush=True)
     return path
+
+
+def save_datasets(path: Path, datasets: list[list]) -> None:
+    """The random runs' (features, cost) per task, for offline cost-model experiments."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    feats = [f for d in datasets for f, _ in d]
+    np.savez_compressed(
+        path,
+        features=np.stack(feats) if feats else np.zeros((0, 0), np.float32),
+        costs=np.array([c for d in datasets for _, c in d]),
+        groups=np.array([g for g, d in enumerate(datasets) for _ in d]),
+    )
 
 
 def efficiency(rows: list[dict], informative: bool) -> dict:
@@ -146,9 +173,11 @@ def main(argv: list[str] | None = None) -> None:
             extra = all_tasks[args.tasks : args.tasks + args.pretrain_tasks]
             start = pretrain(extra, args.pretrain_trials, args.seed, Path(tmp))
         for k, task in enumerate(tasks, 1):
-            work = Path(tmp) / f"t{k}"
-            rand_curve, data = tune_once(task, "random", random_trials, args.seed, work)
-            model_curve, _ = tune_once(task, "model", args.trials, args.seed, work, start_model=start)
+            work, data = Path(tmp) / f"t{k}", []
+            rand = make_tuner(task, "random", random_trials, args.seed, work, data)
+            guided = make_tuner(task, "model", args.trials, args.seed, work, [], start_model=start)
+            share = max(1, round(random_trials / args.trials))
+            rand_curve, model_curve = tune_interleaved([rand, guided], [share, 1])
             datasets.append([(f, c) for f, c in data if math.isfinite(c)])
             best = min(min(rand_curve), min(model_curve))
             default = min(rand_curve[0], model_curve[0])
@@ -164,6 +193,7 @@ def main(argv: list[str] | None = None) -> None:
             }
             rows.append(row)
             print(json.dumps(row), flush=True)
+    save_datasets(Path(args.out).with_suffix(".data.npz"), datasets)
     acc = {obj: ranking_accuracy(datasets, obj) for obj in ("rank", "reg")}
     acc["rank_loop_features_only"] = ranking_accuracy(datasets, "rank", columns=NUM_FEATURES)
     report = {
