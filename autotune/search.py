@@ -4,16 +4,24 @@ Each round `TaskSearch.propose(n)` returns n configs not measured yet:
 
 1. the first round starts with the default config (the untuned kernel is the baseline);
 2. without a trained cost model: random samples;
-3. with one: a short simulated-annealing-style walk — a pool of random samples plus
-   mutations (one knob changed, `Space.mutate`) of the best measured configs, scored by the
-   model; the best-scored ones are mutated again for `steps` generations (each generation's
-   candidates are scored, the pool keeps the top); then the top (1 - epsilon) n by
-   predicted score and epsilon n random configs (epsilon-greedy exploration: the model is
-   only as good as what it has seen).
+3. with one, a two-stage walk:
+   * a wide pool -- `pool_random` random samples plus `pool_mutants` one-knob mutations
+     (`Space.mutate`) of each of the `top_k` best measured configs -- is scored by a
+     knob-only model (the cost model's training data restricted to the knob features of
+     autotune/knob_features.py, retrained each round: a fraction of a second, and scoring
+     needs no lowering); for `steps` generations the best-scored are mutated again and
+     scored (a simulated-annealing-style walk);
+   * the `prescreen` best of that walk are lowered (`featurize`: the Measurer's workers,
+     ~0.1-0.4 s a candidate) and scored by the full model (loop-IR + knob features);
+   * the top (1 - epsilon) n by that score, and epsilon n random configs (epsilon-greedy
+     exploration: the model is only as good as what it has seen).
 
-Scoring needs the candidates' loop-IR features: `featurize(configs)` (the Measurer's
-workers lower the candidates in parallel). `random` search (`model=None`) is the baseline
-the evidence benchmark compares against.
+   Why two stages: good configs are a few percent of a space, so a pool of a few dozen
+   random samples rarely holds one; lowering hundreds per round would cost more than
+   measuring. The knob-only model ranks held-out configs nearly as well (0.78 vs 0.81
+   pairwise accuracy in benchmarks/tune_eval.py), so it can pick which ones to lower.
+
+`random` search (`model=None`) is the baseline the evidence benchmark compares against.
 """
 
 from __future__ import annotations
@@ -26,6 +34,8 @@ from typing import Any
 
 import numpy as np
 
+from autotune.features import NUM_FEATURES
+from autotune.knob_features import NUM_CANDIDATE_FEATURES, knob_features
 from tensorir.schedule.space import Space, config_key
 
 Featurize = Callable[[Sequence[dict]], list[np.ndarray | None]]
@@ -36,10 +46,11 @@ class TaskSearch:
     space: Space
     rng: random.Random
     epsilon: float = 0.1
-    pool_random: int = 16
-    pool_mutants: int = 2  # per top config
-    top_k: int = 6
-    steps: int = 1  # each candidate is lowered to score it (~0.1-0.5 s): keep the pool small
+    pool_random: int = 256
+    pool_mutants: int = 4  # per top config
+    top_k: int = 8
+    steps: int = 2  # generations of the knob-only walk
+    prescreen: int = 32  # candidates lowered and scored by the full model per round
     seen: set[str] = field(default_factory=set)
     measured: list[tuple[dict, float]] = field(default_factory=list)
     best_cost: float = math.inf
@@ -101,18 +112,48 @@ class TaskSearch:
     def _guided(self, n: int, model: Any, featurize: Featurize, taken: set[str]) -> list[dict]:
         if n <= 0:
             return []
-        top = [c for c, cost in sorted(self.measured, key=lambda t: t[1]) if math.isfinite(cost)][
-            : self.top_k
-        ]
-        scored: list[tuple[float, dict]] = []
+        measured = sorted(self.measured, key=lambda t: t[1])
+        top = [c for c, cost in measured if math.isfinite(cost)][: self.top_k]
         candidates = self._random(self.pool_random, taken) + self._mutants(top, self.pool_mutants, taken)
-        for step in range(self.steps + 1):
-            scored += _score(candidates, model, featurize)
-            scored.sort(key=lambda t: -t[0])
-            if step < self.steps:
-                parents = [c for _, c in scored[: self.top_k]]
-                candidates = self._mutants(parents, self.pool_mutants, taken)
+        knob_model = _knob_model(model)
+        if knob_model is not None:
+            candidates = self._walk(candidates, knob_model, taken)
+        scored = _score(candidates, model, featurize)
+        scored.sort(key=lambda t: -t[0])
         return [c for _, c in scored[:n]]
+
+    def _walk(self, candidates: list[dict], knob_model: Any, taken: set[str]) -> list[dict]:
+        """The `prescreen` best of the pool and `steps` generations of its mutants, by the
+        knob-only model."""
+
+        def knob_score(cfgs: list[dict]) -> list[tuple[float, dict]]:
+            if not cfgs:
+                return []
+            x = np.stack([knob_features(self.space.complete(c)) for c in cfgs])
+            return [(float(p), c) for p, c in zip(knob_model.predict(x), cfgs, strict=True)]
+
+        scored = knob_score(candidates)
+        for _ in range(self.steps):
+            scored.sort(key=lambda t: -t[0])
+            parents = [c for _, c in scored[: self.top_k]]
+            scored += knob_score(self._mutants(parents, self.pool_mutants, taken))
+        scored.sort(key=lambda t: -t[0])
+        return [c for _, c in scored[: self.prescreen]]
+
+
+def _knob_model(model: Any) -> Any:
+    """A model of the knob features alone, trained on `model`'s data; None when that data
+    has no knob columns (a model of other features) or is empty."""
+    from autotune.cost_model import CostModel
+
+    if not hasattr(model, "training_data"):
+        return None
+    x, costs, groups = model.training_data()
+    if len(costs) == 0 or x.shape[1] != NUM_CANDIDATE_FEATURES:
+        return None
+    knob_model = CostModel(model.objective, seed=model.seed, num_rounds=50)
+    knob_model.update(x[:, NUM_FEATURES:], costs, groups)
+    return knob_model
 
 
 def _score(configs: list[dict], model: Any, featurize: Featurize) -> list[tuple[float, dict]]:

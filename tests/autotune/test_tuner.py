@@ -326,3 +326,35 @@ def test_device_name_carries_a_fixed_thread_count():
 
     assert device_name("host") == "host"
     assert device_name("host", 1) == "host-t1"
+
+
+def test_search_prescreens_a_wide_pool_with_the_knob_only_model():
+    """With a model of loop-IR + knob features, only the `prescreen` best of the wide pool
+    (by a model of the knob columns) are lowered, and the proposals follow the model."""
+    from autotune.features import NUM_FEATURES
+    from autotune.knob_features import candidate_features
+
+    task = _matmul()
+    space = task.space()
+    s = _search(task, seed=3)
+    rng = random.Random(4)
+
+    def featurize(cfgs):
+        calls.append(len(cfgs))
+        return [candidate_features(np.zeros(NUM_FEATURES), space.complete(c)) for c in cfgs]
+
+    def cost(c):
+        return 1e-3 * (1 + abs(space.complete(c)["gemm_rows"] - 6))  # best at gemm_rows == 6
+
+    calls: list[int] = []
+    samples = (space.sample(rng) for _ in range(60))
+    configs = list({config_key(space.complete(c)): c for c in samples}.values())
+    model = CostModel("reg", seed=0, num_rounds=30)
+    model.update(np.stack(featurize(configs)), np.array([cost(c) for c in configs]), np.zeros(len(configs)))
+    for c in configs:
+        s.record(c, cost(c))
+    calls.clear()
+    out = s.propose(8, model, featurize)
+    assert len(out) == 8 and calls and max(calls) <= s.prescreen
+    rows = [space.complete(c)["gemm_rows"] for c in out]
+    assert sum(abs(r - 6) <= 1 for r in rows) >= 5, rows
