@@ -154,11 +154,20 @@ class Space:
         return cfg
 
     def mutate(self, cfg: Mapping[str, Any], rng: random.Random) -> Config:
-        """A neighbour: one knob changed (or, rarely, another algorithm's sample)."""
-        if len(self.algorithms) > 1 and rng.random() < 0.1:
-            return self.sample(rng)
+        """A neighbour: one knob changed, the algorithm counting as one more knob. A switch
+        of algorithm keeps the values of same-named knobs the new branch allows (winograd2
+        -> winograd4 keeps its tile knobs) and samples the others."""
         out = self.complete(cfg)
-        knobs = [k for k in self.knobs(out.get("algorithm", "")) if len(k.choices) > 1]
+        algo = out.get("algorithm", "")
+        knobs = [k for k in self.knobs(algo) if len(k.choices) > 1]
+        others = [a for a in self.algorithms if a != algo]
+        if others and rng.randrange(len(knobs) + 1) == len(knobs):
+            new = rng.choice(others)
+            switched = {
+                k.name: out[k.name] if out.get(k.name) in k.choices else rng.choice(k.choices)
+                for k in self.branches[new]
+            }
+            return {**switched, "algorithm": new}
         if not knobs:
             return out
         k = rng.choice(knobs)
