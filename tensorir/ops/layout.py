@@ -267,9 +267,11 @@ def schedule_conv_nchwc(s: Any, outputs: Sequence[Any], target: Any) -> None:
     maybe_parallel(y, outer, work_of(acc))
     acc.compute_at(y, outer)
     if pad is not None:
-        # depthwise: each chunk reads one channel block, so its padded tile is private and
-        # stays in cache; a dense conv would re-pad every input block per output block
-        if knob("pad_at", ["root", "chunk"], "root" if dense else "chunk") == "chunk":
+        # depthwise, or a dense conv whose register tile spans every output block (the
+        # 3-channel stem): each chunk pads its own input rows once and they stay in cache;
+        # other dense convs would re-pad every input block once per output block group
+        private = not dense or mo.extent == 1
+        if knob("pad_at", ["root", "chunk"], "chunk" if private else "root") == "chunk":
             pad.compute_at(y, outer)
         else:
             schedule_pad(pad)
