@@ -223,10 +223,11 @@ def chunk_first_axis(extent: int, row_bytes: int, outer_iters: int) -> int:
     return pick_rows(extent, rows)
 
 
-def schedule_windowed(s: Schedule, y: Stage, acc: Stage, target: Target) -> None:
+def schedule_windowed(s: Schedule, y: Stage, acc: Stage, target: Target) -> IterVar | None:
     """A windowed reduction per channel: `acc` (n, c, *out; reductions over channels and/or
     taps) computed for each (image, channel, row chunk) of `y` (the parallel loop), its last
-    spatial axis vectorized with a few rows unrolled (depthwise conv, pooling)."""
+    spatial axis vectorized with a few rows unrolled (depthwise conv, pooling). Returns
+    that parallel loop (a caller may compute the padded input there too)."""
     b, m, *sp = y.op.axis
     lanes = target.vector_lanes(acc.tensor.dtype)
     row_bytes = math.prod(a.extent for a in sp[1:]) * elem_bytes(acc.tensor.dtype)
@@ -256,6 +257,7 @@ def schedule_windowed(s: Schedule, y: Stage, acc: Stage, target: Target) -> None
     for a in (*rows, wu):
         acc.unroll(a)
     acc.vectorize(wv)
+    return outer
 
 
 def divisors(n: int) -> list[int]:

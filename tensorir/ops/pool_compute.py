@@ -43,6 +43,7 @@ from tensorir.ops.nn_compute import (
 )
 from tensorir.ops.registry import register_compute
 from tensorir.schedule.schedule import Schedule
+from tensorir.schedule.space import knob
 from tensorir.schedule.te import Tensor, cast, compute, max_, min_, reduce_axis, select, sum_
 from tensorir.target import Target
 
@@ -172,17 +173,26 @@ def _global(x: Tensor, kind: str) -> Tensor:
 
 # ---- schedules ----------------------------------------------------------------------------
 def schedule_pool(s: Schedule, outputs: Sequence[Tensor], target: Target) -> None:
-    """Pad stage copied at root; each windowed reduction by `schedule_windowed` under the
-    output that reads it (max_pool: values, then the first-hit tap under the indices)."""
+    """Each windowed reduction by `schedule_windowed` under the output that reads it
+    (max_pool: values, then the first-hit tap under the indices). The pad stage is computed
+    per row chunk of the values when they are its only reader (knob `pad_at`: the chunk's
+    padded rows stay in cache instead of a padded copy of the input going through memory),
+    else copied at root."""
     keep = [st for st in s.stages if st.name.endswith(("_pad", "_acc", "_tap"))]
     inline_elementwise(s, keep=keep)
-    for st in keep:
-        if st.name.endswith("_pad"):
-            schedule_pad(st)
+    pad = stage_named(s, "_pad")
+    outers = []
     for red in (stage_named(s, "_acc"), stage_named(s, "_tap")):
         if red is not None:  # under the output that reads it (through inlined epilogues)
             y = next(st for st in s.stages if st.is_output and any(t is red.tensor for t in s.reads(st)))
-            schedule_windowed(s, y, red, target)
+            outers.append((y, schedule_windowed(s, y, red, target)))
+    if pad is None:
+        return
+    private = len(outers) == 1 and outers[0][1] is not None
+    if private and knob("pad_at", ["root", "chunk"], "chunk") == "chunk":
+        pad.compute_at(*outers[0])
+    else:
+        schedule_pad(pad)
 
 
 def schedule_global_pool(s: Schedule, outputs: Sequence[Tensor], target: Target) -> None:
