@@ -131,6 +131,8 @@ def _pool_attrs(ctx: ImportContext, node: onnx.NodeProto) -> dict[str, Any]:
 def max_pool(ctx: ImportContext, node: onnx.NodeProto) -> list[Value]:
     attrs = _pool_attrs(ctx, node)
     attrs["storage_order"] = int(ctx.attrs(node).get("storage_order", 0))
+    # the optional Indices output costs a second pass over every window: only on request
+    attrs["indices"] = int(len(node.output) > 1 and bool(node.output[1]))
     return ctx.add("max_pool", [ctx.input(node, 0)], attrs, node=node)
 
 

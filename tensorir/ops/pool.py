@@ -3,8 +3,9 @@
 Window attributes follow ONNX (see conv.py): `kernel_shape`, `strides`, `pads` (all
 begins then all ends), `dilations`, `ceil_mode`. `max_pool` also returns the int64
 flat index of each maximum into the unpadded input (`storage_order` 1: the spatial
-axes are column-major); `avg_pool`'s `count_include_pad` says whether explicit pads
-count toward the divisor (the extra tail of a ceil-mode window never does).
+axes are column-major) unless `indices` is 0 (the ONNX node has no Indices output);
+`avg_pool`'s `count_include_pad` says whether explicit pads count toward the divisor
+(the extra tail of a ceil-mode window never does).
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ def _pool_out(x: TensorType, attrs: dict[str, Any]) -> tuple[int, ...]:
 
 def _max_pool_infer(ins: Types, attrs: dict[str, Any]) -> Types:
     shape = _pool_out(ins[0], attrs)
-    return [TensorType(shape, ins[0].dtype), TensorType(shape, "int64")]
+    values = TensorType(shape, ins[0].dtype)
+    return [values, TensorType(shape, "int64")] if attrs.get("indices", 1) else [values]
 
 
 def _avg_pool_infer(ins: Types, attrs: dict[str, Any]) -> Types:
@@ -73,7 +75,8 @@ def max_pool(
     dilations: Ints | None = None,
     ceil_mode: int = 0,
     storage_order: int = 0,
-) -> tuple[np.ndarray, np.ndarray]:
+    indices: int = 1,
+) -> tuple[np.ndarray, np.ndarray] | np.ndarray:
     nsp = x.ndim - 2
     attrs = {"kernel_shape": kernel_shape, "strides": strides, "pads": pads, "dilations": dilations}
     k, s, p, d = _window(nsp, attrs)
@@ -81,6 +84,8 @@ def max_pool(
     xp = pad_for_windows(x, k, s, p, d, out, _lowest(x.dtype))
     n, c = x.shape[:2]
     win = window_view(xp, k, s, d, out).reshape(n, c, *out, math.prod(k))
+    if not indices:  # the ONNX node has no Indices output: the values alone
+        return np.ascontiguousarray(win.max(axis=-1))
     arg = win.argmax(axis=-1)
     y = np.take_along_axis(win, arg[..., None], axis=-1)[..., 0]
     taps = np.unravel_index(arg, k)

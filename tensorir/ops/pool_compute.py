@@ -75,7 +75,8 @@ def max_pool_compute(
     dilations: Ints | None = None,
     ceil_mode: int = 0,
     storage_order: int = 0,
-) -> tuple[Tensor, Tensor]:
+    indices: int = 1,
+) -> tuple[Tensor, Tensor] | Tensor:
     k = tuple(kernel_shape)
     s, p, d, out, need = _window(x, k, strides, pads, dilations, ceil_mode)
     nsp, (n, c), sp = len(k), x.shape[:2], x.shape[2:]
@@ -85,6 +86,8 @@ def max_pool_compute(
         (n, c, *out), lambda b, ch, *o: max_(xp[(b, ch, *_at(o, t1, s, d))], axis=t1), name="max_pool_acc"
     )
     values = compute(acc.shape, lambda *i: acc[i], name="max_pool")
+    if not indices:
+        return values
     t2 = _taps(k, "t")
     flat: Expr = Const(0, "int64")
     for i, t in enumerate(t2):

@@ -330,3 +330,20 @@ def test_block_choices():
     assert register_tile(arm, "float32", 512, 512) == (4, 4, 4)  # 4 x 16 on NEON (MR <= 6 dividing 512)
     if host.has_feature("avx512f"):
         assert register_tile(host, "float32", 512, 512) == (8, 16, 2)  # 8 x 32 on AVX-512
+
+
+def test_max_pool_without_indices_is_one_output_and_pads_per_chunk():
+    """`indices=0` (an ONNX MaxPool with one output): one output, the values, and no index
+    stage, so the padded rows are computed per row chunk (pad_at) instead of at root."""
+    from tensorir.ops.kernel import kernel_space
+    from tensorir.target import get_target
+
+    x = np.random.default_rng(0).standard_normal((1, 8, 17, 17)).astype(np.float32)
+    attrs = {"kernel_shape": (3, 3), "strides": (2, 2), "pads": (1, 1, 1, 1), "indices": 0}
+    (want,) = get_op("max_pool").run_reference([x], attrs)
+    assert want.shape == (1, 8, 9, 9)
+    check("max_pool", [x], attrs)
+    space = kernel_space("max_pool", [TensorType.of(x)], attrs, get_target("host"))
+    assert "pad_at" in {k.name for k in space.knobs()}
+    with_idx = kernel_space("max_pool", [TensorType.of(x)], {**attrs, "indices": 1}, get_target("host"))
+    assert "pad_at" not in {k.name for k in with_idx.knobs()}
