@@ -10,8 +10,8 @@ whatever the template:
 * a word: its 1-based position in `WORDS` ("auto" -- a heuristic value -- is 0);
 * a knob the config does not have (another template's, another algorithm's): -1.
 
-A template that adds a knob adds its name here (tests/autotune/test_knob_features.py checks
-that every knob of the zoo's spaces has a slot); an unknown knob is ignored.
+A template that adds a knob adds its name here (tests/schedule/test_templates.py checks that
+every knob and word value of the zoo's spaces has a slot); an unknown knob is ignored.
 """
 
 from __future__ import annotations
@@ -70,7 +70,6 @@ WORDS: tuple[str, ...] = (
     "root",
     "chunk",
 )
-KNOB_FEATURE_NAMES = [f"knob_{k}" for k in KNOBS]
 NUM_CANDIDATE_FEATURES = NUM_FEATURES + len(KNOBS)
 _SLOT = {k: i for i, k in enumerate(KNOBS)}
 _WORD = {w: i + 1 for i, w in enumerate(WORDS)}

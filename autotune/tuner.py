@@ -172,7 +172,7 @@ class Tuner:
                 if not self.step(measurer, bar):
                     break
         bar.close()
-        return self.summary(time.monotonic() - start)
+        return TuneSummary(self.trials, time.monotonic() - start, self.states)
 
     def step(self, measurer: Measurer, bar: Any = None) -> bool:
         """Measure one batch of the task the scheduler picks; False when there is nothing
@@ -186,9 +186,6 @@ class Tuner:
         n = min(self.options.batch_size, self.options.trials - self.trials)
         self._batch(st, n, measurer, bar if bar is not None else _NoBar())
         return True
-
-    def summary(self, seconds: float) -> TuneSummary:
-        return TuneSummary(self.trials, seconds, self.states)
 
     def _batch(self, st: TaskState, n: int, measurer: Measurer, bar: Any) -> None:
         def featurize(cfgs):

@@ -228,7 +228,7 @@ def schedule_conv_nchwc(s: Any, outputs: Sequence[Any], target: Any) -> None:
         maybe_parallel,
         pick_rows,
         pick_vector,
-        schedule_pad,
+        place_pad,
         stage_named,
         work_of,
     )
@@ -270,11 +270,7 @@ def schedule_conv_nchwc(s: Any, outputs: Sequence[Any], target: Any) -> None:
         # depthwise, or a dense conv whose register tile spans every output block (the
         # 3-channel stem): each chunk pads its own input rows once and they stay in cache;
         # other dense convs would re-pad every input block once per output block group
-        private = not dense or mo.extent == 1
-        if knob("pad_at", ["root", "chunk"], "chunk" if private else "root") == "chunk":
-            pad.compute_at(y, outer)
-        else:
-            schedule_pad(pad)
+        place_pad(pad, y, outer, chunk_default=not dense or mo.extent == 1)
     ab, am, ah, aw, aj = acc.op.axis
     ju, jw = acc.split(aj, factor=v)
     u = j.extent // v * mb  # vectors per output pixel in registers

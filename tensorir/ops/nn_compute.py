@@ -189,6 +189,18 @@ def schedule_pad(st: Stage) -> None:
     maybe_parallel(st, fuse_all(st, leaves), math.prod(st.tensor.shape))
 
 
+def place_pad(pad: Stage, y: Stage, outer: IterVar | None, chunk_default: bool) -> None:
+    """Knob `pad_at`: the padding stage computed inside `y`'s parallel loop `outer` (each
+    iteration pads only the input rows it reads, which stay in cache) or a padded copy of
+    the whole input at root (`schedule_pad`). Chunk suits a loop whose iterations read
+    disjoint inputs; where several iterations read the same rows it re-pads them."""
+    default = "chunk" if chunk_default else "root"
+    if outer is not None and knob("pad_at", ["root", "chunk"], default) == "chunk":
+        pad.compute_at(y, outer)
+    else:
+        schedule_pad(pad)
+
+
 def inline_elementwise(s: Schedule, keep: Sequence[Stage] = ()) -> None:
     """Inline every non-output stage without a reduction, except `keep`."""
     for st in s.stages:

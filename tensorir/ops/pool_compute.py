@@ -35,6 +35,7 @@ from tensorir.ops.nn_compute import (
     maybe_parallel,
     pad_spatial,
     pick_vector,
+    place_pad,
     schedule_copy,
     schedule_pad,
     schedule_windowed,
@@ -43,7 +44,6 @@ from tensorir.ops.nn_compute import (
 )
 from tensorir.ops.registry import register_compute
 from tensorir.schedule.schedule import Schedule
-from tensorir.schedule.space import knob
 from tensorir.schedule.te import Tensor, cast, compute, max_, min_, reduce_axis, select, sum_
 from tensorir.target import Target
 
@@ -191,9 +191,8 @@ def schedule_pool(s: Schedule, outputs: Sequence[Tensor], target: Target) -> Non
             outers.append((y, schedule_windowed(s, y, red, target)))
     if pad is None:
         return
-    private = len(outers) == 1 and outers[0][1] is not None
-    if private and knob("pad_at", ["root", "chunk"], "chunk") == "chunk":
-        pad.compute_at(*outers[0])
+    if len(outers) == 1:  # the values are the pad's only reader
+        place_pad(pad, *outers[0], chunk_default=True)
     else:
         schedule_pad(pad)
 
