@@ -266,7 +266,8 @@ class Broadcast(Expr):
 
 @dataclass(frozen=True)
 class Buffer:
-    """A flat array in memory. scope: "global" (a kernel parameter) or "local"."""
+    """A flat array in memory. scope: "global" (a kernel parameter), "local" (registers /
+    stack of one thread) or "shared" (a GPU work-group's local memory, OpenCL `__local`)."""
 
     name: str
     shape: tuple[int, ...]
@@ -310,13 +311,22 @@ class Store(Stmt):
     value: Expr
 
 
+THREAD_TAGS = ("group.x", "group.y", "group.z", "local.x", "local.y", "local.z")
+
+
 @dataclass(frozen=True)
 class For(Stmt):
+    """A loop. GPU loops (kind GPU_BLOCK / GPU_THREAD) carry a `thread` tag from
+    THREAD_TAGS: the loop is not run, its variable is the work-group id (group.*) or the
+    work-item id within the group (local.*) along that dimension, and its extent is the
+    launch size along it."""
+
     var: Var
     start: Expr
     extent: Expr
     kind: ForKind
     body: Stmt
+    thread: str = ""
 
 
 @dataclass(frozen=True)
@@ -337,6 +347,14 @@ class If(Stmt):
     cond: Expr
     then: Stmt
     orelse: Stmt | None = None
+
+
+@dataclass(frozen=True)
+class Barrier(Stmt):
+    """Every work-item of the group waits here; "shared" memory writes before it are
+    visible after it (OpenCL `barrier(CLK_LOCAL_MEM_FENCE)`). Only inside GPU loops."""
+
+    scope: str = "shared"
 
 
 @dataclass(frozen=True)

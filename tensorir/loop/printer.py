@@ -21,6 +21,7 @@ import numpy as np
 
 from tensorir.loop.ir import (
     Allocate,
+    Barrier,
     BinOp,
     Broadcast,
     Buffer,
@@ -155,7 +156,8 @@ def expr_text(e: Expr) -> str:
 
 def _loop_head(s: For) -> str:
     kind = "range" if s.kind is ForKind.SERIAL else s.kind.value
-    return f"for {s.var.name} in {kind}({expr_text(s.start)}, {expr_text(s.extent)}):"
+    tag = f', "{s.thread}"' if s.thread else ""
+    return f"for {s.var.name} in {kind}({expr_text(s.start)}, {expr_text(s.extent)}{tag}):"
 
 
 def _stmt_lines(s: Stmt, depth: int, out: list[str]) -> None:
@@ -180,6 +182,8 @@ def _stmt_lines(s: Stmt, depth: int, out: list[str]) -> None:
         b = s.buffer
         out.append(f'{pad}{b.name} = allocate({buffer_type(b)}, "{b.scope}")')
         _stmt_lines(s.body, depth, out)
+    elif isinstance(s, Barrier):
+        out.append(f'{pad}barrier("{s.scope}")')
     elif isinstance(s, LetStmt):
         out.append(f"{pad}{s.var.name} = {expr_text(s.value)}")
         _stmt_lines(s.body, depth, out)

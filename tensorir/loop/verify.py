@@ -19,7 +19,9 @@ from tensorir.loop.ir import (
     BINARY_OPS,
     COMPARE_OPS,
     INTRINSICS,
+    THREAD_TAGS,
     Allocate,
+    Barrier,
     BinOp,
     Broadcast,
     Buffer,
@@ -60,6 +62,7 @@ class _Verifier:
         self.buffers: dict[str, Buffer] = {}
         self.ranges: dict[Expr, Range] = {}
         self.guards = 0
+        self.threads: set[str] = set()  # GPU tags bound by enclosing loops
         self.where = ""
 
     def fail(self, msg: str) -> None:
@@ -198,13 +201,28 @@ class _Verifier:
         self.scalar_int(s.extent, "loop extent")
         if s.kind is ForKind.VECTORIZED and not isinstance(s.extent, Const):
             self.fail("a vectorized loop needs a constant extent")
+        gpu = s.kind in (ForKind.GPU_BLOCK, ForKind.GPU_THREAD)
+        if gpu != bool(s.thread):
+            self.fail("GPU loops, and only they, carry a thread tag")
+        want = "group." if s.kind is ForKind.GPU_BLOCK else "local."
+        if gpu and (s.thread not in THREAD_TAGS or not s.thread.startswith(want)):
+            self.fail(f"a {s.kind.value} loop cannot be bound to {s.thread!r}")
+        if gpu and s.thread in self.threads:
+            self.fail(f"{s.thread} is bound twice in one nest")
+        if gpu:
+            self.threads.add(s.thread)
         self.bind(s.var)
         rs, rx = int_range(s.start, self.ranges), int_range(s.extent, self.ranges)
         if rs is not None and rx is not None:
             self.ranges[s.var] = (rs[0], rs[1] + rx[1] - 1)
         self.stmt(s.body)
+        self.threads.discard(s.thread)
         del self.vars[s.var.name]
         self.ranges.pop(s.var, None)
+
+    def s_Barrier(self, s: Barrier) -> None:
+        if not self.threads:
+            self.fail("a barrier outside GPU loops")
 
     def s_LetStmt(self, s: LetStmt) -> None:
         self.expr(s.value)
