@@ -4,7 +4,7 @@
     python -m benchmarks.layers resnet18 --threads 2 --filter 3x3
     python -m benchmarks.layers resnet50 --algorithm direct    # every conv forced to direct
 
-Compiles the model (tensorir.compiler.compile_model, so the optimized graph is at hand),
+Compiles the model (tensorir.pipeline.compile_model, so the optimized graph is at hand),
 profiles every kernel with Module.profile (median of --repeat calls each, over the model's
 own memory), and prints per conv / dense / matmul kernel (--all: every kernel): the ONNX
 node name of its anchor, the kind (op, fused body, kernel size / stride), a workload
@@ -135,8 +135,8 @@ def forced_records(model, algorithm: str) -> dict[str, dict]:
 
 
 def profile_layers(name: str, threads: int, repeat: int, algorithm: str | None = None) -> list[dict]:
-    from tensorir.compiler import compile_model
     from tensorir.graph.flops import node_flops
+    from tensorir.pipeline import compile_model
     from tensorir.runtime.module import Module
 
     model = build(name)

@@ -29,26 +29,23 @@ def compile(  # noqa: A001 - the public name the design promises
     weights: str = "embedded",
     layout_block=None,
 ):
-    """Compile a model (path or onnx.ModelProto) to a native library; returns a loaded
-    Module for host targets (`.run`, `.profile`, `.export`, `.set_num_threads`).
+    """Compile a model (path or onnx.ModelProto) to a native library; returns it loaded by
+    the target's backend: a Module for this machine (`.run`, `.profile`, `.export`,
+    `.set_num_threads`), a qemu-run module for linux-arm64, an export-only Artifact for a
+    device that cannot run here (android-arm64).
     `records`: tuned configs per workload key — a {key: config} dict or anything with
     `best(key)` (autotune.records.Records); workloads without one use the defaults."""
     import tempfile
 
-    from tensorir.compiler import compile_model
-    from tensorir.runtime.module import Module
+    from tensorir.pipeline import compile_model, load_folder
 
     build = compile_model(model, target, input_shapes, records=records, layout_block=layout_block)
-    out = build.write(tempfile.mkdtemp(prefix="tir-build-"), weights)
-    if build.target.arch == "x86_64":
-        return Module(out)
-    from tensorir.runtime.qemu import QemuModule
-
-    return QemuModule(out)
+    return load_folder(build.write(tempfile.mkdtemp(prefix="tir-build-"), weights))
 
 
 def load(directory):
-    """Load a compiled host artifact (a folder written by `tir compile` or `.export`)."""
-    from tensorir.runtime.module import Module
+    """Load a compiled folder (written by `tir compile` or `.export`) with the backend that
+    wrote it."""
+    from tensorir.pipeline import load_folder
 
-    return Module(directory)
+    return load_folder(directory)

@@ -1,12 +1,13 @@
-"""Whole-model compilation: ONNX -> optimized graph -> kernels -> one native library.
+"""The backend-neutral middle of a whole-model compile (the order is in pipeline.py):
 
-    build = compile_model("model.onnx", target="host")
-    build.write("out/")        # libmodel.so, model.h, weights.bin (if external), manifest.json
+    lower_kernels(graph, target, records)   one loop function per op node (compute +
+                                            schedule of the target's kind, or a record's)
+    bind_plan(graph, kernels, memory_plan)  every kernel argument -> input/output/weight/
+                                            workspace (tensorir/plan.py), weights blob
+    make_manifest(...)                      what manifest.json says about the build
 
-Steps (each in a debug stage): import, graph passes + fusion (pipeline.optimize), one
-kernel per op node (compute + default schedule, or a tuning record's), the memory plan
-over activations and kernel scratch, argument bindings, the entry module (entry.py),
-LLVM objects, the weights blob and the link.
+`Build` holds the result; `Build.write(out)` hands it to the target's backend
+(tensorir/backends/) for code generation and packaging.
 """
 
 from __future__ import annotations
@@ -22,16 +23,17 @@ import numpy as np
 import onnx
 
 from tensorir import debug
-from tensorir.codegen.entry import Arg, Copy, KernelCall, entry_ir
 from tensorir.errors import TirError
 from tensorir.graph.graph import Graph, Value
 from tensorir.graph.types import TensorType
 from tensorir.loop.ir import LoopFunc
+from tensorir.loop.passes import optimize_loops
 from tensorir.ops.conv_algorithms import Specialized
 from tensorir.ops.kernel import build_kernel
 from tensorir.ops.workload import workload_key
-from tensorir.passes.memory_plan import ALIGN, plan_memory, storage_root
-from tensorir.target import Target, get_target
+from tensorir.passes.memory_plan import ALIGN, storage_root
+from tensorir.plan import Arg, Copy, KernelCall
+from tensorir.target import Target
 
 LIB_NAME = "libmodel.so"
 
@@ -51,12 +53,13 @@ class Build:
     manifest: dict[str, Any] = field(default_factory=dict)
 
     def write(self, out: str | os.PathLike, weights: str = "embedded") -> Path:
-        from tensorir.compiler_link import write_artifact
+        """Code generation and packaging by the target's backend (pipeline.write_build)."""
+        from tensorir.pipeline import write_build
 
-        return write_artifact(self, Path(out), weights)
+        return write_build(self, Path(out), weights)
 
 
-def _model_bytes(model: onnx.ModelProto | str | os.PathLike) -> bytes:
+def model_bytes(model: onnx.ModelProto | str | os.PathLike) -> bytes:
     if isinstance(model, onnx.ModelProto):
         return model.SerializeToString()
     return Path(model).read_bytes()
@@ -145,9 +148,10 @@ def _const_args(g: Graph, nid: int) -> frozenset[int]:
     )
 
 
-def _kernels(g: Graph, target: Target, records: Any = None) -> dict[int, _Kernel]:
+def lower_kernels(g: Graph, target: Target, records: Any = None) -> dict[int, _Kernel]:
     """One kernel per op node; with the best tuning record's knobs where there is one.
-    A record that no longer builds (an older template) falls back to the defaults."""
+    A record that no longer builds (an older template) falls back to the defaults. The loop
+    functions are as lowered, before the loop passes (`optimize_kernels`)."""
     kernels = {}
     for k, nid in enumerate(g.op_nodes()):
         node = g.node(nid)
@@ -161,19 +165,26 @@ def _kernels(g: Graph, target: Target, records: Any = None) -> dict[int, _Kernel
         try:
             if config is not None:
                 try:
-                    func, spec = build_kernel(node.op, in_types, node.attr, target, config, name, const)
+                    func, spec = build_kernel(
+                        node.op, in_types, node.attr, target, config, name, const, passes=False
+                    )
                     kernels[nid] = _Kernel(func, spec, config)
                     continue
                 except TirError as e:
                     debug.log(1, f"{label}: tuning record ignored ({e})")
-            func, spec = build_kernel(node.op, in_types, node.attr, target, None, name, const)
+            func, spec = build_kernel(node.op, in_types, node.attr, target, None, name, const, passes=False)
             kernels[nid] = _Kernel(func, spec, None)
         except TirError as e:
             raise TirError(f"{label}: {e}") from None
     return kernels
 
 
-def _scratch_sizes(kernels: Mapping[int, _Kernel]) -> dict[int, list[int]]:
+def optimize_kernels(kernels: dict[int, _Kernel]) -> dict[int, _Kernel]:
+    """The loop passes (simplify, vectorize, unroll; loop/passes.py) over every kernel."""
+    return {nid: _Kernel(optimize_loops(k.func), k.spec, k.config) for nid, k in kernels.items()}
+
+
+def scratch_sizes(kernels: Mapping[int, _Kernel]) -> dict[int, list[int]]:
     out = {}
     for nid, kern in kernels.items():
         f = kern.func
@@ -183,7 +194,8 @@ def _scratch_sizes(kernels: Mapping[int, _Kernel]) -> dict[int, list[int]]:
     return out
 
 
-def _bind(g: Graph, kernels: Mapping[int, _Kernel], plan) -> tuple[list[KernelCall], list[Copy], _Binder]:
+def bind_plan(g: Graph, kernels: Mapping[int, _Kernel], plan) -> tuple[list[KernelCall], list[Copy], _Binder]:
+    """Kernel calls and final copies over the memory plan's storage (tensorir/plan.py)."""
     binder = _Binder(g, plan.offsets)
     calls = []
     for nid, kern in kernels.items():
@@ -221,39 +233,28 @@ def _io(g: Graph, values: Sequence[tuple[str, Value]]) -> list[dict[str, Any]]:
     return [{"name": n, "shape": list(g.type_of(v).shape), "dtype": g.type_of(v).dtype} for n, v in values]
 
 
-def compile_model(
-    model: onnx.ModelProto | str | os.PathLike,
-    target: Target | str = "host",
-    input_shapes: Mapping[str, Sequence[int]] | None = None,
-    records: Any = None,
-    layout_block: int | None = None,
-) -> Build:
-    """Compile a whole model for `target` (see the module docstring for the steps);
-    `records` gives tuned knob configs per workload (see `lookup_config`) and the model-level
-    `layout_block` (the NCHW[x]c channel block; argument > record > the target's lanes)."""
+def make_manifest(
+    raw: bytes,
+    graph: Graph,
+    target: Target,
+    kernels: Mapping[int, _Kernel],
+    calls: Sequence[KernelCall],
+    copies: Sequence[Copy],
+    plan,
+    binder: _Binder,
+    block: int | None,
+) -> dict[str, Any]:
+    """What manifest.json records about a build: target, model hash, inputs and outputs,
+    memory, and per kernel its workload, algorithm and tuning config."""
     from tensorir import __version__
-    from tensorir.frontend.onnx import from_onnx
-    from tensorir.pipeline import optimize
 
-    target = get_target(target)
-    raw = _model_bytes(model)
-    graph_config = lookup_config(records, model_key(raw, input_shapes)) or {}
-    block = layout_block or graph_config.get("layout_block")
-    graph = optimize(from_onnx(model, input_shapes=input_shapes), target=target, layout_block=block)
-    with debug.stage("kernels") as st:
-        kernels = _kernels(graph, target, records)
-        st.result = "\n\n".join(str(k.func) for k in kernels.values())
-    with debug.stage("memory plan") as st:
-        plan = plan_memory(graph, scratch=_scratch_sizes(kernels))
-        st.result = plan.summary()
-    calls, copies, binder = _bind(graph, kernels, plan)
     tuned = sum(k.config is not None for k in kernels.values())
     untuned_workloads = {
         workload_key(graph.node(nid).op, _in_types(graph, nid), graph.node(nid).attr)
         for nid, k in kernels.items()
         if k.config is None and _tunable(graph.node(nid).op, graph.node(nid).attr)
     }
-    manifest = {
+    return {
         "tensorir_version": __version__,
         "target": target.name,
         "triple": target.triple,
@@ -281,23 +282,3 @@ def compile_model(
         ],
         "copies": [{"dst": c.dst.to_json(), "src": c.src.to_json(), "bytes": c.nbytes} for c in copies],
     }
-    return Build(
-        graph=graph,
-        target=target,
-        kernels=[k.func for k in kernels.values()],
-        calls=calls,
-        copies=copies,
-        ops=[graph.node(n).op for n in kernels],
-        workspace=plan.workspace,
-        weights=binder.weights.blob(),
-        manifest=manifest,
-    )
-
-
-def entry_module_ir(build: Build, embedded: bool) -> str:
-    from tensorir.codegen.llvm import target_machine
-
-    t = build.target
-    layout = str(target_machine(t).target_data)
-    sizes = (build.workspace, len(build.weights))
-    return entry_ir(t.triple, layout, build.calls, build.copies, *sizes, embedded)

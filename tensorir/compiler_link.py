@@ -1,9 +1,9 @@
-"""Write a compiled model to a folder: libmodel.so, model.h, manifest.json, weights.
+"""The LLVM backend's packaging: a compiled model as libmodel.so, model.h, manifest.json.
 
-The library holds every kernel, the entry module (codegen/entry.py) and, by default, the
-weights (an ELF object made by `ld.lld -r -b binary`, its section aligned to 64 bytes).
-With `weights="external"` they go to weights.bin beside it and `tir_create(path)` reads
-them.
+The library holds every kernel (one object, `kernels_object`), the entry module
+(codegen/entry.py) and, by default, the weights (an ELF object made by
+`ld.lld -r -b binary`, its section aligned to 64 bytes). With `weights="external"` they go
+to weights.bin beside it and `tir_create(path)` reads them.
 """
 
 from __future__ import annotations
@@ -15,10 +15,11 @@ import subprocess
 from pathlib import Path
 
 from tensorir import config, debug
+from tensorir.codegen.entry import entry_ir
 from tensorir.codegen.link import find_tool, link_shared
 from tensorir.codegen.llvm import LLVM_LOCK, build_ir, emit_object, optimize, parse_ir, target_machine
 from tensorir.codegen.parallel import runtime_ir
-from tensorir.compiler import LIB_NAME, Build, entry_module_ir
+from tensorir.compiler import LIB_NAME, Build
 from tensorir.errors import TirError
 
 WEIGHTS_FILE = "weights.bin"
@@ -41,6 +42,13 @@ def kernels_object(build: Build) -> bytes:
     tmp.write_bytes(data)
     tmp.replace(path)  # atomic: concurrent compiles never see a partial object
     return data
+
+
+def entry_module_ir(build: Build, embedded: bool) -> str:
+    t = build.target
+    layout = str(target_machine(t).target_data)
+    sizes = (build.workspace, len(build.weights))
+    return entry_ir(t.triple, layout, build.calls, build.copies, *sizes, embedded)
 
 
 def _entry_object(build: Build, embedded: bool) -> bytes:
@@ -113,16 +121,22 @@ int32_t tir_get_num_threads(void);
 """
 
 
-def write_artifact(build: Build, out: Path, weights: str = "embedded") -> Path:
+def write_kernels_object(build: Build, out: Path) -> Path:
+    """Code generation: every kernel of the build in one ELF object, `out/kernels.o`."""
+    out.mkdir(parents=True, exist_ok=True)
+    kernels = out / "kernels.o"
+    kernels.write_bytes(kernels_object(build))
+    return kernels
+
+
+def write_artifact(build: Build, kernels: Path, out: Path, weights: str = "embedded") -> Path:
+    """Packaging: the entry module, the weights and `kernels` (write_kernels_object) linked
+    into one library, with its header and manifest."""
     if weights not in ("embedded", "external"):
         raise TirError(f"--weights {weights!r}: expected 'embedded' or 'external'")
     embedded = weights == "embedded"
     out.mkdir(parents=True, exist_ok=True)
-    objects = []
-    with debug.stage("llvm: kernels"):
-        kernels = out / "kernels.o"
-        kernels.write_bytes(kernels_object(build))
-        objects.append(kernels)
+    objects = [kernels]
     entry = out / "entry.o"
     entry.write_bytes(_entry_object(build, embedded))
     objects.append(entry)

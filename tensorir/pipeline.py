@@ -1,5 +1,21 @@
 """The compiler pipeline, top to bottom: read this file to learn the compiler.
 
+A compile (`compile_model`, then `write_build`), stage by stage:
+
+    import           frontend/onnx.py: the model -> graph IR (one converter per ONNX op)
+    graph passes     `optimize` below (list follows)
+    lowering         compiler.lower_kernels: per op node, the algorithm choice, the compute
+                     definition and the schedule of the target's kind (a tuning record's
+                     knobs where one exists) -> one loop function (ops/kernel.py,
+                     schedule/lower.py)
+    loop passes      loop/passes.py optimize_loops: simplify, vectorize, unroll
+    memory plan      passes/memory_plan.py: static offsets in one workspace
+    bind             compiler.bind_plan: every kernel argument -> input / output / weight /
+                     workspace (the backend-neutral plan, tensorir/plan.py)
+    codegen          the target's backend (backends/, chosen by Target.kind): render every
+                     kernel (LLVM: one object; OpenCL: OpenCL C)
+    package          the backend again: one shared library + C header + manifest
+
 Graph passes (tensorir/passes/, one file each; API in passes/__init__.py):
 
     canonicalize     gemm/matmul -> dense, sub/div by constants -> add/mul, no identity
@@ -14,14 +30,34 @@ Graph passes (tensorir/passes/, one file each; API in passes/__init__.py):
     fuse_ops         elementwise/activation/bias/residual into conv/dense/matmul epilogues
     memory_plan      static buffer reuse (passes/memory_plan.py), run by the compiler
 
-Each pass runs in a `debug.stage`: TIR_DEBUG=1 prints its name and time, TIR_DEBUG=2 the
-graph after it ("(unchanged)" when it did nothing), TIR_DUMP_DIR=dir writes one file per
-stage. The graph is verified after every pass.
+Each stage runs in a `debug.stage`: TIR_DEBUG=1 prints its name and time, TIR_DEBUG=2 the
+IR after it (graph, loop IR, memory plan, kernel list; "(unchanged)" when a pass did
+nothing), TIR_DUMP_DIR=dir writes one file per stage. The graph is verified after every
+pass, loop IR after the loop passes.
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import onnx
+
 from tensorir import debug
+from tensorir.compiler import (
+    Build,
+    bind_plan,
+    lookup_config,
+    lower_kernels,
+    make_manifest,
+    model_bytes,
+    model_key,
+    optimize_kernels,
+    scratch_sizes,
+)
+from tensorir.errors import TirError
 from tensorir.graph.graph import Graph
 from tensorir.graph.verify import verify
 from tensorir.passes import Pass, copy_graph
@@ -32,8 +68,9 @@ from tensorir.passes.fold_batchnorm import fold_batchnorm
 from tensorir.passes.fold_constants import fold_constants
 from tensorir.passes.fuse_ops import fuse_ops
 from tensorir.passes.layout import layout_enabled, make_layout_pass
+from tensorir.passes.memory_plan import plan_memory
 from tensorir.passes.simplify import simplify
-from tensorir.target import Target
+from tensorir.target import Target, get_target
 
 MAX_ROUNDS = 4  # of the loop below; a round runs only if the one before changed the graph
 
@@ -76,3 +113,85 @@ def run(pass_: Pass, g: Graph, name: str) -> bool:
         verify(g)
         st.result, st.changed = g, changed
     return changed
+
+
+def compile_model(
+    model: onnx.ModelProto | str | os.PathLike,
+    target: Target | str = "host",
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    records: Any = None,
+    layout_block: int | None = None,
+) -> Build:
+    """Compile a whole model for `target` up to the backend: every stage of the module
+    docstring except codegen and packaging, which `write_build` (Build.write) runs.
+    `records` gives tuned knob configs per workload (compiler.lookup_config) and the
+    model-level `layout_block` (the NCHW[x]c channel block; argument > record > the
+    target's lanes)."""
+    from tensorir.frontend.onnx import from_onnx
+
+    target = get_target(target)
+    raw = model_bytes(model)
+    block = layout_block or (lookup_config(records, model_key(raw, input_shapes)) or {}).get("layout_block")
+    graph = optimize(from_onnx(model, input_shapes=input_shapes), target=target, layout_block=block)
+    with debug.stage("lowering") as st:
+        kernels = lower_kernels(graph, target, records)
+        st.result = _kernel_text(kernels)
+    with debug.stage("loop passes") as st:
+        kernels = optimize_kernels(kernels)
+        st.result = _kernel_text(kernels)
+    with debug.stage("memory plan") as st:
+        plan = plan_memory(graph, scratch=scratch_sizes(kernels))
+        st.result = plan.summary()
+    with debug.stage("bind") as st:
+        calls, copies, binder = bind_plan(graph, kernels, plan)
+        st.result = "\n".join(
+            f"{c.symbol}({', '.join(f'{a.kind}:{a.index}' for a in c.args)})" for c in calls
+        )
+    return Build(
+        graph=graph,
+        target=target,
+        kernels=[k.func for k in kernels.values()],
+        calls=calls,
+        copies=copies,
+        ops=[graph.node(n).op for n in kernels],
+        workspace=plan.workspace,
+        weights=binder.weights.blob(),
+        manifest=make_manifest(raw, graph, target, kernels, calls, copies, plan, binder, block),
+    )
+
+
+def _arg_text(a: Any) -> str:
+    return f"{a.kind}:{a.index}"
+
+
+def _kernel_text(kernels: Mapping[int, Any]) -> str:
+    return "\n\n".join(str(k.func) for k in kernels.values())
+
+
+def write_build(build: Build, out: Path, weights: str = "embedded") -> Path:
+    """The backend's stages: codegen (render every kernel), then package (library, header,
+    manifest) into the folder `out`."""
+    from tensorir.backends import get_backend
+
+    if weights not in ("embedded", "external"):
+        raise TirError(f"--weights {weights!r}: expected 'embedded' or 'external'")
+    backend = get_backend(build.target)
+    with debug.stage(f"codegen ({backend.kind})"):
+        rendered = backend.codegen(build, out)
+    with debug.stage(f"package ({backend.kind})"):
+        return backend.package(build, rendered, out, weights)
+
+
+def load_folder(directory: str | os.PathLike) -> Any:
+    """A compiled folder as a module that runs here (by the backend that wrote it), or an
+    export-only artifact for a folder built for another device."""
+    import json
+
+    d = Path(directory)
+    path = d / "manifest.json"
+    if not path.exists():
+        raise TirError(f"{d}: not a compiled model (no manifest.json)")
+    from tensorir.backends import backend_for_manifest
+
+    manifest = json.loads(path.read_text())
+    return backend_for_manifest(manifest).load(d, manifest)

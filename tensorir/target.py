@@ -48,7 +48,7 @@ class Target:
 
     def vector_lanes(self, dtype: str) -> int:
         """Lanes of one native vector register for `dtype` (e.g. 16 for float32 on AVX-512)."""
-        from tensorir.codegen.llvm_types import dtype_bits
+        from tensorir.dtypes import dtype_bits
 
         return max(1, self.vector_bits // max(8, dtype_bits(dtype)))
 

@@ -11,39 +11,17 @@
 byte offset into the weights, or a byte offset into the one workspace the memory plan
 laid out. Graph outputs that are not written by a kernel (a view of an input, ...) are
 copied at the end. Only libc is used: malloc, free, fopen, fread, fclose, memcpy.
+The plan types (Arg, KernelCall, Copy) are backend-neutral: tensorir/plan.py.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+from tensorir.plan import Arg, Copy, KernelCall
 
 ENTRY_LIBC_SYMBOLS = ("malloc", "free", "fopen", "fread", "fclose", "memcpy")
 ALIGN = 64
-
-
-@dataclass(frozen=True)
-class Arg:
-    """Where a kernel argument lives: kind input|output (index) or weight|workspace (offset)."""
-
-    kind: str
-    index: int
-
-    def to_json(self) -> list:
-        return [self.kind, self.index]
-
-
-@dataclass(frozen=True)
-class KernelCall:
-    symbol: str
-    args: tuple[Arg, ...]
-
-
-@dataclass(frozen=True)
-class Copy:
-    dst: Arg
-    src: Arg
-    nbytes: int
 
 
 _HEADER = """

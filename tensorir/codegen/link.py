@@ -29,8 +29,8 @@ import numpy as np
 from tensorir import config
 from tensorir.codegen.entry import ENTRY_LIBC_SYMBOLS
 from tensorir.codegen.llvm import LLVM_LOCK, emit_object, symbol_name, target_machine
-from tensorir.codegen.llvm_types import np_dtype
 from tensorir.codegen.parallel import LIBC_SYMBOLS
+from tensorir.dtypes import np_dtype
 from tensorir.errors import TirError
 from tensorir.loop import ir
 from tensorir.target import Target, get_target

@@ -1,4 +1,5 @@
-"""Loop-IR dtypes as LLVM types and constants (IR text)."""
+"""Loop-IR dtypes as LLVM types and constants (IR text); sizes and kinds of dtypes are
+in tensorir/dtypes.py (re-exported here for the LLVM code generator)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,25 @@ import struct
 
 import numpy as np
 
+from tensorir.dtypes import check_dtype as _check_dtype
+from tensorir.dtypes import dtype_bits, elem_bytes, is_bool, is_float, is_signed, np_dtype
 from tensorir.errors import TirError
+
+__all__ = [
+    "check_dtype",
+    "const",
+    "const_scalar",
+    "dtype_bits",
+    "elem_bytes",
+    "is_bool",
+    "is_float",
+    "is_signed",
+    "llvm_ty",
+    "mem_ty",
+    "np_dtype",
+    "scalar_ty",
+    "vec",
+]
 
 _SCALAR = {
     "bool": "i1",
@@ -23,32 +42,12 @@ _SCALAR = {
     "float32": "float",
     "float64": "double",
 }
-_BITS = {"bool": 8, "float16": 16, "float32": 32, "float64": 64}
 
 
 def check_dtype(dtype: str) -> None:
     if dtype not in _SCALAR:
         raise TirError(f"LLVM codegen does not support dtype {dtype!r}; supported: {', '.join(_SCALAR)}")
-
-
-def dtype_bits(dtype: str) -> int:
-    """Bits of one element in memory (bool is one byte)."""
-    check_dtype(dtype)
-    if dtype in _BITS:
-        return _BITS[dtype]
-    return int(dtype.removeprefix("u").removeprefix("int"))
-
-
-def is_float(dtype: str) -> bool:
-    return dtype.startswith("float")
-
-
-def is_signed(dtype: str) -> bool:
-    return dtype.startswith("int")
-
-
-def is_bool(dtype: str) -> bool:
-    return dtype == "bool"
+    _check_dtype(dtype)
 
 
 def scalar_ty(dtype: str) -> str:
@@ -68,14 +67,6 @@ def vec(ty: str, lanes: int) -> str:
 
 def llvm_ty(dtype: str, lanes: int = 1) -> str:
     return vec(scalar_ty(dtype), lanes)
-
-
-def elem_bytes(dtype: str) -> int:
-    return dtype_bits(dtype) // 8
-
-
-def np_dtype(dtype: str) -> np.dtype:
-    return np.dtype(np.bool_ if dtype == "bool" else dtype)
 
 
 def _float_hex(value: float, dtype: str) -> str:

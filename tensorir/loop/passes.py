@@ -37,6 +37,7 @@ from tensorir.loop.ir import (
     ForKind,
     If,
     Load,
+    LoopFunc,
     Not,
     Ramp,
     Select,
@@ -184,3 +185,16 @@ def vectorize(node: Any) -> Any:
 def unroll(node: Any, max_unroll: int = MAX_UNROLL) -> Any:
     """Expand `unrolled` loops of constant extent <= max_unroll (then run `simplify`)."""
     return _Unroll(max_unroll).visit(node)
+
+
+def optimize_loops(func: LoopFunc) -> LoopFunc:
+    """The loop passes a lowered kernel goes through, in order: simplify, vectorize, unroll
+    (then simplify what unrolling exposed); the result is verified with bounds checks.
+    `schedule.lower(..., passes=True)` is `optimize_loops(lower(..., passes=False))`."""
+    from tensorir.loop.verify import verify
+
+    func = simplify(func)
+    func = vectorize(func)
+    func = simplify(unroll(func))
+    verify(func, check_bounds=True)
+    return func

@@ -27,7 +27,7 @@ import math
 from collections.abc import Sequence
 
 import tensorir.ops.conv  # noqa: F401  (the references register the ops first)
-from tensorir.codegen.llvm_types import elem_bytes
+from tensorir.dtypes import elem_bytes
 from tensorir.loop.ir import Expr
 from tensorir.ops.conv import Ints, _convt_attrs, convt_out_spatial, out_spatial, spatial_attrs
 from tensorir.ops.matmul_compute import schedule_matmul_block

@@ -141,15 +141,16 @@ def run_op(
     target: Target | str = "host",
     config: Mapping[str, Any] | None = None,
 ) -> list[np.ndarray]:
-    """Compile `op` for the host (with the template knobs in `config`) and run it."""
-    from tensorir.runtime.jit import compile_host
+    """Compile `op` for `target` (with the template knobs in `config`) and run it here,
+    through the target's backend (backends/: the host JIT for llvm)."""
+    from tensorir.backends import get_backend
 
     in_types = [TensorType.of(np.asarray(a)) for a in inputs]
     func = op_kernel(op, in_types, attrs, target, config=config)
     out_types = get_op(op).infer(in_types, attrs)
     outs = [np.empty(t.shape, np_dtype(t.dtype)) for t in out_types]
     args = [np.require(a, requirements="C") for a in inputs]  # ascontiguousarray makes 0-d 1-d
-    compile_host(func, target)(*args, *outs, *scratch_arrays(func))
+    get_backend(target).jit(func, get_target(target))(*args, *outs, *scratch_arrays(func))
     return outs
 
 

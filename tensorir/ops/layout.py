@@ -220,7 +220,7 @@ def schedule_conv_nchwc(s: Any, outputs: Sequence[Any], target: Any) -> None:
     registers while (input channel blocks, taps, input channels) run outside: per step one
     weight vector load, one broadcast and one FMA per pixel. The epilogue (bias, fused
     elementwise ops) is the vectorized copy-out of the chunk."""
-    from tensorir.codegen.llvm_types import elem_bytes
+    from tensorir.dtypes import elem_bytes
     from tensorir.ops.nn_compute import (
         chunk_first_axis,
         fuse_all,

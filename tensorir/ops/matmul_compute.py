@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import tensorir.ops.nn  # noqa: F401  (the references register the ops first)
-from tensorir.codegen.llvm_types import elem_bytes
+from tensorir.dtypes import elem_bytes
 from tensorir.errors import TirError
 from tensorir.loop.ir import Const, Expr
 from tensorir.ops.nn import einsum_shape, matmul_shape

@@ -20,7 +20,7 @@ import numpy as np
 import tensorir.ops.conv  # the reference modules register the ops first
 import tensorir.ops.nn
 import tensorir.ops.pool  # noqa: F401
-from tensorir.codegen.llvm_types import elem_bytes
+from tensorir.dtypes import elem_bytes
 from tensorir.loop.arith import is_float
 from tensorir.loop.ir import Const, Expr
 from tensorir.schedule.schedule import Schedule, Stage

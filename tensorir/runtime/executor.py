@@ -1,38 +1,39 @@
 """Run a graph node by node with compiled kernels (one kernel per op node).
 
 This is the compiled counterpart of `reference.run_reference`: same inputs, same
-outputs, every op through its compute definition, schedule and LLVM. Whole-model
+outputs, every op through its compute definition, schedule and the target's backend. Whole-model
 artifacts (fused groups, planned memory) are built elsewhere; this executor is the
 straightforward path the per-op tests and the ONNX backend use.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
+from tensorir.backends import get_backend
 from tensorir.graph.graph import Graph, Value
 from tensorir.graph.types import np_dtype
 from tensorir.ops.kernel import op_kernel, scratch_arrays
-from tensorir.runtime.jit import HostKernel, compile_host
 from tensorir.runtime.reference import check_inputs
 from tensorir.target import Target, get_target
 
 
 class CompiledGraph:
-    """Every op node of `graph` compiled for a host target."""
+    """Every op node of `graph` compiled for a target whose backend can run kernels here."""
 
     def __init__(self, graph: Graph, target: Target | str = "host") -> None:
         self.graph = graph
         self.target = get_target(target)
-        self.kernels: dict[int, HostKernel] = {}
+        self.kernels: dict[int, Callable[..., None]] = {}
+        backend = get_backend(self.target)
         self.scratch: dict[int, list[np.ndarray]] = {}
         for nid in graph.op_nodes():
             node = graph.node(nid)
             in_types = [graph.type_of(v) for v in graph.inputs_of(nid)]
             func = op_kernel(node.op, in_types, node.attr, self.target, name=node.op)
-            self.kernels[nid] = compile_host(func, self.target)
+            self.kernels[nid] = backend.jit(func, self.target)
             self.scratch[nid] = scratch_arrays(func)
 
     def run(self, inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:

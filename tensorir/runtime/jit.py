@@ -23,9 +23,9 @@ import llvmlite.binding as llvm
 import numpy as np
 
 from tensorir.codegen.llvm import LLVM_LOCK, build_module, optimize, parse_ir, symbol_name, target_machine
-from tensorir.codegen.llvm_types import np_dtype
 from tensorir.codegen.llvm_walk import usage
 from tensorir.codegen.parallel import runtime_ir
+from tensorir.dtypes import np_dtype
 from tensorir.errors import InputError, TirError
 from tensorir.loop import ir
 from tensorir.target import Target, get_target, host_target

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tensorir.compiler import compile_model
+from tensorir.pipeline import compile_model
 
 
 def compile_cli(

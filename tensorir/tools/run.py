@@ -120,15 +120,9 @@ def run_model_cli(
 
 
 def _load_artifact(folder: str, threads: int):
-    import json
+    from tensorir.pipeline import load_folder
 
-    from tensorir.runtime.module import Module
-    from tensorir.runtime.qemu import QemuModule
-    from tensorir.target import host_target
-
-    manifest = json.loads((Path(folder) / "manifest.json").read_text())
-    arch = manifest["triple"].split("-")[0]
-    mod = Module(folder) if arch == host_target().arch else QemuModule(folder)
+    mod = load_folder(folder)  # the backend that wrote the folder picks how it runs here
     if threads:
         mod.set_num_threads(threads)
     return mod

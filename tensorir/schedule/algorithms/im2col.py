@@ -152,7 +152,7 @@ def schedule_im2col_nchwc(s: Any, outputs: Sequence[Any], target: Any) -> None:
     pixel block, then the GEMM's accumulators of the chunk: for each k chunk, each nr-vector
     column tile and each MR-pixel row tile, the k loop outside and MR x nr vector FMAs
     inside (the tile in registers); then the epilogue copies the chunk out, vectorized."""
-    from tensorir.codegen.llvm_types import elem_bytes
+    from tensorir.dtypes import elem_bytes
     from tensorir.ops.nn_compute import (
         fuse_all,
         inline_elementwise,

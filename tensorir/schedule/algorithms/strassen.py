@@ -11,7 +11,7 @@ One level splits every operand into 2x2 quadrants and forms 7 products instead o
     P7 = (A12 - A22)(B21 + B22)
     C11 = P1 + P4 - P5 + P7   C12 = P3 + P5   C21 = P2 + P4   C22 = P1 - P2 + P3 + P6
 
-The leaf products are the existing `dense` kernel (op_kernel + compile_host, register-
+The leaf products are the existing `dense` kernel (op_kernel + the backend's jit, register-
 blocked, parallel); the right operand stays in dense's (N, K) layout all the way down
 (B_ij = W_ji^T, so B's quadrant sums are W's quadrant sums with 12 and 21 swapped). The
 operand sums and the C quadrant combinations are small generated elementwise kernels
@@ -140,23 +140,28 @@ class StrassenMatmul:
         if key not in self._kernels:
             from tensorir.graph.types import TensorType
             from tensorir.ops.kernel import op_kernel, scratch_arrays
-            from tensorir.runtime.jit import compile_host
 
             f = op_kernel(
                 "dense", [TensorType((m, k), "float32"), TensorType((n, k), "float32")], {}, self.target
             )
-            self._kernels[key] = (compile_host(f, self.target), scratch_arrays(f))
+            self._kernels[key] = (self._jit(f), scratch_arrays(f))
         return self._kernels[key]
 
     def _combine(self, ins: Sequence[np.ndarray], terms: Sequence[Term], out: np.ndarray, at, h, w) -> None:
         shapes = tuple(tuple(a.shape) for a in ins)
         key = ("combine", shapes, tuple(terms), tuple(out.shape), tuple(at), h, w)
         if key not in self._kernels:
-            from tensorir.runtime.jit import compile_host
-
             f = combine_func(shapes, terms, tuple(out.shape), tuple(at), h, w)
-            self._kernels[key] = compile_host(f, self.target)
+            self._kernels[key] = self._jit(f)
         self._steps.append((self._kernels[key], (*ins, out)))
+
+    def _jit(self, func):
+        """One kernel compiled for this process by the target's backend."""
+        from tensorir.backends import get_backend
+        from tensorir.target import get_target
+
+        target = get_target(self.target)
+        return get_backend(target).jit(func, target)
 
     def _buf(self, key: tuple, shape: tuple[int, int]) -> np.ndarray:
         b = self._bufs.get(key)

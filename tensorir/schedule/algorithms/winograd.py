@@ -312,7 +312,7 @@ def schedule_winograd(s: Any, outputs: Sequence[Any], target: Any) -> None:
     parallel loop — the alpha^2 GEMM accumulators of the block (a register tile of tiles x
     output-channel vectors, input channels outside), then the output transform from them;
     the final NHWC -> NCHW copy vectorized along the rows."""
-    from tensorir.codegen.llvm_types import elem_bytes
+    from tensorir.dtypes import elem_bytes
     from tensorir.ops.nn_compute import (
         LOCAL_BYTES,
         fuse_all,

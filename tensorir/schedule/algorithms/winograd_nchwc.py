@@ -198,7 +198,7 @@ def schedule_winograd_nchwc(s: Any, outputs: Sequence[Any], target: Any) -> None
     parallel loop — the block's alpha^2 GEMMs (register blocks of `wino_tile_rows` tiles x
     `wino_k_vectors` output channel vectors, input channels outside), the output transform
     and the packed copy-out with bias and the fused epilogue, all in cache."""
-    from tensorir.codegen.llvm_types import elem_bytes
+    from tensorir.dtypes import elem_bytes
     from tensorir.ops.nn_compute import (
         LOCAL_BYTES,
         fuse_all,

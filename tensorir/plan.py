@@ -1,0 +1,62 @@
+"""The plan a compile hands to a backend: backend-neutral data, no code generation here.
+
+A model runs as a list of kernel calls over four kinds of storage; every argument of a
+call says where its tensor lives:
+
+    Arg("input", k)       the k-th graph input (the caller's buffer)
+    Arg("output", k)      the k-th graph output (the caller's buffer)
+    Arg("weight", off)    byte offset into the weights blob (64-byte aligned)
+    Arg("workspace", off) byte offset into the one workspace the memory plan laid out
+
+A call runs on the CPU (an LLVM kernel, called by symbol) or on the GPU (an OpenCL kernel,
+`GpuKernel`); a backend that has both inserts the transfers between them. Graph outputs
+that no kernel writes (a view of an input, ...) are `Copy`s at the end.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Arg:
+    """Where a kernel argument lives: kind input|output (index) or weight|workspace (offset)."""
+
+    kind: str
+    index: int
+
+    def to_json(self) -> list:
+        return [self.kind, self.index]
+
+
+@dataclass(frozen=True)
+class KernelCall:
+    """One step of the model: call kernel `symbol` on `args` (its parameters in order).
+    `device` is "cpu" (an LLVM function of that name) or "gpu" (the GpuKernel of that name);
+    `arg_bytes` is each argument's size, which transfers between devices need."""
+
+    symbol: str
+    args: tuple[Arg, ...]
+    device: str = "cpu"
+    arg_bytes: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class Copy:
+    dst: Arg
+    src: Arg
+    nbytes: int
+
+
+@dataclass(frozen=True)
+class GpuKernel:
+    """One OpenCL kernel, rendered: `source` defines `__kernel void <name>(...)` whose
+    parameters are, for each loop-function buffer in order, `__global T *P_base` and
+    `const ulong P_off` (a byte offset into P_base); launched over `global_size` work-items
+    in groups of `local_size` (same length, 1 to 3 dimensions)."""
+
+    name: str
+    source: str
+    global_size: tuple[int, ...]
+    local_size: tuple[int, ...]
+    params: tuple[tuple[str, str], ...]  # (buffer name, dtype) in call order
