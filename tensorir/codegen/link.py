@@ -7,7 +7,9 @@ Linking: a kernel library without parallel loops needs nothing (`-z defs`, no DT
 With the pthread runtime it needs libc: for linux-gnu the cross glibc in
 /usr/aarch64-linux-gnu/lib (libc6-dev-arm64-cross); for Android a stub `libc.so` (soname
 libc.so, like bionic) holding only the runtime's symbols (parallel.LIBC_SYMBOLS), so
-`-z defs` still proves nothing else is referenced.
+`-z defs` still proves nothing else is referenced. The OpenCL runtime's dlopen/dlsym/dlerror
+(runtime/opencl LIBDL_SYMBOLS) come from libc.so.6 on glibc and from a stub `libdl.so`
+(soname libdl.so, as bionic) on Android.
 
 Tools (Debian 12): ld.lld-14 (lld-14), llvm-readelf (llvm-14), aarch64-linux-gnu-gcc
 (gcc-aarch64-linux-gnu), qemu-aarch64 (qemu-user). A missing tool is a TirError naming
@@ -33,12 +35,15 @@ from tensorir.codegen.parallel import LIBC_SYMBOLS
 from tensorir.dtypes import np_dtype
 from tensorir.errors import TirError
 from tensorir.loop import ir
+from tensorir.runtime.opencl import LIBC_SYMBOLS as OPENCL_LIBC_SYMBOLS
+from tensorir.runtime.opencl import LIBDL_SYMBOLS
 from tensorir.target import Target, get_target
 
 SYSROOT = Path("/usr/aarch64-linux-gnu")
 APT_PACKAGES = "qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross lld-14 llvm-14"
 _APT = "apt-get install -y --no-install-recommends"
-ALL_LIBC_SYMBOLS = (*LIBC_SYMBOLS, *ENTRY_LIBC_SYMBOLS)  # what generated code may import
+# what generated code and the OpenCL runtime may import from libc (deduplicated, in order)
+ALL_LIBC_SYMBOLS = tuple(dict.fromkeys((*LIBC_SYMBOLS, *ENTRY_LIBC_SYMBOLS, *OPENCL_LIBC_SYMBOLS)))
 _VERSIONS = ("", "-22", "-21", "-20", "-19", "-18", "-17", "-16", "-15", "-14")
 
 
@@ -82,6 +87,34 @@ def _stub_libc(target: Target) -> Path:
     obj.unlink()
     tmp.replace(so)
     return so
+
+
+def _stub_libdl(target: Target) -> Path:
+    """A bionic-named libdl.so defining only dlopen/dlsym/dlerror (Android links of the
+    OpenCL runtime; bionic exports the loader's functions from libdl.so, not libc.so)."""
+    import llvmlite.binding as llvm
+
+    key = hashlib.sha1(f"{target.triple}{LIBDL_SYMBOLS}".encode()).hexdigest()[:12]
+    d = _work_dir(f"stub-libdl-{key}")
+    so = d / "libdl.so"
+    if so.exists():
+        return so
+    text = "\n".join(f"define void @{s}() {{\n  ret void\n}}" for s in LIBDL_SYMBOLS)
+    obj, tmp = d / f"stub.{os.getpid()}.o", d / f"libdl.so.{os.getpid()}"
+    with LLVM_LOCK:
+        mod = llvm.parse_assembly(f'target triple = "{target.triple}"\n{text}\n')
+        obj.write_bytes(target_machine(target).emit_object(mod))
+    ld = find_tool("ld.lld", "lld-14")
+    _run([ld, "-shared", "-soname", "libdl.so", "-o", str(tmp), str(obj)], "ld.lld")
+    obj.unlink()
+    tmp.replace(so)
+    return so
+
+
+def _libdl_args(target: Target) -> list[str]:
+    """Where dlopen/dlsym/dlerror come from: bionic's libdl.so on Android (a stub to link
+    against); glibc >= 2.34 has them in libc.so.6, which `_libc_args` already adds."""
+    return [str(_stub_libdl(target))] if target.is_android else []
 
 
 HOST_LIBC = (Path("/lib/x86_64-linux-gnu/libc.so.6"), Path("/usr/lib/x86_64-linux-gnu/libc.so.6"))
@@ -136,8 +169,11 @@ def link_shared(
     cmd += ["--hash-style=both", "-soname", soname or out.name, "-o", str(out), *map(str, objects)]
     if target.is_android:
         cmd += ["-z", "max-page-size=16384"]
-    if any(undefined_symbols(o) & set(ALL_LIBC_SYMBOLS) for o in objects):
+    undefined = set().union(*(undefined_symbols(o) for o in objects))
+    if undefined & set(ALL_LIBC_SYMBOLS) or undefined & set(LIBDL_SYMBOLS):
         cmd += _libc_args(target)
+    if undefined & set(LIBDL_SYMBOLS):
+        cmd += _libdl_args(target)
     _run(cmd, "ld.lld")
     return out
 
@@ -163,6 +199,11 @@ def _symbols(path: str | Path, dynamic: bool) -> tuple[set[str], set[str]]:
         if name:
             (undefined if parts[6] == "UND" else defined).add(name)
     return defined, undefined
+
+
+def defined_symbols(obj: str | Path) -> set[str]:
+    """Defined symbols of an ELF object (llvm-readelf --syms)."""
+    return _symbols(obj, dynamic=False)[0]
 
 
 def undefined_symbols(obj: str | Path) -> set[str]:
