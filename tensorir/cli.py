@@ -47,11 +47,18 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("inspect", help="inputs, outputs, op histogram, parameters and FLOPs of a model")
     _add_model_args(p)
     p.add_argument("--plan", action="store_true", help="also report the static memory plan")
+    p.add_argument(
+        "--target", help="also say where each kernel runs for this target (e.g. opencl: GPU or CPU)"
+    )
     p.set_defaults(func=_cmd_inspect)
 
     p = sub.add_parser("compile", help="compile a model to a native library (+ header, manifest)")
     _add_model_args(p)
-    p.add_argument("--target", default="host", help="host | linux-arm64 | android-arm64")
+    p.add_argument(
+        "--target",
+        default="host",
+        help="host | linux-arm64 | android-arm64 | opencl[:PROFILE] | android-arm64+opencl[:PROFILE]",
+    )
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="output folder")
     p.add_argument("--weights", default="embedded", choices=["embedded", "external"])
     p.add_argument("--dump-dir", metavar="D", help="write every compiler stage's IR to D")
@@ -92,7 +99,8 @@ def build_parser() -> argparse.ArgumentParser:
 def _cmd_inspect(args: argparse.Namespace) -> int:
     from tensorir.tools.inspect import inspect_model
 
-    print(inspect_model(args.model, dict(parse_shape_arg(s) for s in args.input_shape), plan=args.plan))
+    shapes = dict(parse_shape_arg(s) for s in args.input_shape)
+    print(inspect_model(args.model, shapes, plan=args.plan, target=args.target))
     return 0
 
 
@@ -123,9 +131,12 @@ def _open_records(source: str, device: str):
 def _cmd_compile(args: argparse.Namespace) -> int:
     from tensorir.tools.compile import compile_cli
 
+    # records are per device; CPU (host) records do not describe GPU kernels (issue 12 makes
+    # the keys device-aware; until then an OpenCL compile uses the templates' defaults)
+    gpu = "opencl" in args.target
     return compile_cli(
         args.model,
-        records=_open_records(args.records, args.device),
+        records=None if gpu and args.device == "host" else _open_records(args.records, args.device),
         target=args.target,
         out=args.output,
         input_shapes=dict(parse_shape_arg(s) for s in args.input_shape),

@@ -8,6 +8,17 @@ of threads. Named targets:
     linux-arm64    aarch64-unknown-linux-gnu, cortex-a76, NEON (128-bit, 32 registers)
     android-arm64  aarch64-linux-android24, cortex-a76, NEON
 
+and OpenCL targets (kind "opencl": GPU kernels in OpenCL C, host code and the kernels
+without a GPU schedule for the CPU named before the '+'; host when none):
+
+    opencl[:PROFILE]                   this machine's CPU + its OpenCL device
+    android-arm64+opencl[:PROFILE]     an Android phone's CPU + GPU (e.g. :adreno640)
+
+PROFILE names a device profile (tensorir/devices.py; default `opencl`: query the device
+present). An OpenCL target's vector width is 128 bits (float4), so the layout pass packs
+activations NCHW4c, one float4 per 4 channels. `target.cpu_target()` is the LLVM target of
+its host side.
+
 Variants are plain `dataclasses.replace(target, num_threads=2)` copies.
 """
 
@@ -16,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from dataclasses import dataclass
+from typing import Any
 
 from tensorir.errors import TirError
 
@@ -30,6 +42,8 @@ class Target:
     vector_bits: int = 128
     num_vector_registers: int = 16
     num_threads: int | None = None  # None: all cores, decided at run time
+    profile: str = ""  # kind "opencl": the device profile's name (tensorir/devices.py)
+    cpu_name: str = ""  # kind "opencl": the named target of the host side ("" : host)
 
     @property
     def arch(self) -> str:
@@ -54,6 +68,20 @@ class Target:
 
     def with_threads(self, n: int | None) -> Target:
         return dataclasses.replace(self, num_threads=n)
+
+    def cpu_target(self) -> Target:
+        """The LLVM target of the host side (itself for an LLVM target)."""
+        if self.kind == "llvm":
+            return self
+        return get_target(self.cpu_name or "host").with_threads(self.num_threads)
+
+    def device_profile(self) -> Any:
+        """The OpenCL device profile (tensorir.devices.DeviceProfile) of an OpenCL target."""
+        from tensorir.devices import get_profile
+
+        if self.kind != "opencl":
+            raise TirError(f"target {self.name} has no OpenCL device profile")
+        return get_profile(self.profile)
 
 
 def _host_vector_bits(features: list[str]) -> tuple[int, int]:
@@ -97,13 +125,32 @@ _ARM64 = {
     "android-arm64": "aarch64-linux-android24",
 }
 
-TARGET_NAMES = ("host", *_ARM64)
+TARGET_NAMES = ("host", *_ARM64, "opencl[:PROFILE]", "android-arm64+opencl[:PROFILE]")
+
+
+def _opencl_target(name: str) -> Target:
+    """'opencl[:PROFILE]' or '<cpu target>+opencl[:PROFILE]'."""
+    cpu, _, gpu = name.rpartition("+")
+    _, _, profile = gpu.partition(":")
+    profile = profile or "opencl"
+    from tensorir.devices import profile_names
+
+    if profile not in profile_names():
+        valid = ", ".join(profile_names())
+        raise TirError(f"target {name!r}: unknown device profile {profile!r}; valid: {valid}")
+    host = get_target(cpu or "host")
+    return dataclasses.replace(
+        host, name=name, kind="opencl", vector_bits=128, profile=profile, cpu_name=cpu or "host"
+    )
 
 
 def get_target(name: str | Target) -> Target:
-    """A named target ('host', 'linux-arm64', 'android-arm64'); a Target passes through."""
+    """A named target ('host', 'linux-arm64', 'android-arm64', 'opencl:pocl',
+    'android-arm64+opencl:adreno640'); a Target passes through."""
     if isinstance(name, Target):
         return name
+    if name == "opencl" or name.startswith("opencl:") or "+opencl" in name:
+        return _opencl_target(name)
     if name == "host":
         return host_target()
     if name in _ARM64:

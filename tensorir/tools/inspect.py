@@ -32,8 +32,13 @@ def _human(n: float, unit: str = "") -> str:
 
 
 def inspect_model(
-    path: str, input_shapes: Mapping[str, Sequence[int]] | None = None, plan: bool = False
+    path: str,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    plan: bool = False,
+    target: str | None = None,
 ) -> str:
+    """The summary `tir inspect` prints; with an OpenCL `target`, also which kernels run on
+    the GPU and which ops have no GPU schedule (they run on the CPU, with transfers)."""
     model = load_model(path)
     g = model.graph
     inits = {t.name for t in g.initializer}
@@ -68,7 +73,39 @@ def inspect_model(
     lines.append(f"FLOPs: {_human(flops)} ({flops:,})")
     if plan:
         lines += _plan_lines(graph)
+    if target is not None:
+        lines += _placement_lines(graph, target)
     return "\n".join(lines)
+
+
+def _placement_lines(graph: Graph, target_name: str) -> list[str]:
+    """Per kernel of the optimized graph for `target`: GPU or CPU (no schedule of that kind)."""
+    from tensorir.ops.kernel import default_schedule
+    from tensorir.ops.registry import NoScheduleError
+    from tensorir.pipeline import optimize
+    from tensorir.target import get_target
+
+    target = get_target(target_name)
+    if target.kind == "llvm":
+        return [f"target {target.name}: every kernel on the CPU"]
+    g = optimize(graph, target=target)
+    on_gpu, on_cpu = collections.Counter(), collections.Counter()
+    for nid in g.op_nodes():
+        node = g.node(nid)
+        label = node.op
+        if node.op == "fused":
+            label = "fused(" + "+".join(st.op for st in node.attr["body"].steps) + ")"
+        try:
+            default_schedule(node.op, node.attr, target)
+            on_gpu[label] += 1
+        except NoScheduleError as e:
+            on_cpu[f"{label}: {e}"] += 1
+    lines = [
+        f"target {target.name}: {sum(on_gpu.values())} kernels on the GPU, {sum(on_cpu.values())} on the CPU"
+    ]
+    lines.append("  on the CPU (no GPU schedule; transfers around them):" if on_cpu else "  on the CPU: none")
+    lines += [f"    {k}  x{n}" for k, n in sorted(on_cpu.items())]
+    return lines
 
 
 def _plan_lines(graph: Graph) -> list[str]:
