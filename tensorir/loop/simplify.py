@@ -6,7 +6,8 @@ Rules are data: `(pattern, fn)` pairs grouped by the pattern's root node (Halide
 `fn(m)` gets the match (`m.x`, `m.c1`, `m.ranges`) and returns the replacement or None
 (rule does not apply). Each rewritten node is simplified again until no rule fires.
 
-Statements: loops of extent 1 become their body with the loop var replaced by `start`;
+Statements: loops of extent 1 become their body with the loop var replaced by `start`
+(GPU loops stay: they are the launch geometry);
 loops of extent <= 0 and empty bodies vanish; `If`s with a provable condition are
 replaced by the branch taken; `Seq`s are flattened.
 
@@ -41,6 +42,7 @@ from tensorir.loop.ir import (
     Const,
     Expr,
     For,
+    ForKind,
     If,
     LetStmt,
     LoopFunc,
@@ -371,7 +373,8 @@ class Simplifier(Mutator):
         start, extent = self.visit(s.start), self.visit(s.extent)
         if isinstance(extent, Const) and extent.value <= 0:
             return _EMPTY
-        if isinstance(extent, Const) and extent.value == 1:
+        gpu = s.kind in (ForKind.GPU_BLOCK, ForKind.GPU_THREAD)  # launch geometry: always kept
+        if isinstance(extent, Const) and extent.value == 1 and not gpu:
             return self.visit(substitute(s.body, {s.var: start}))
         rs, rx = int_range(start, self.ranges), int_range(extent, self.ranges)
         saved = self.ranges.get(s.var)

@@ -112,6 +112,8 @@ def specialize(
     if io is None:
         return Specialized(op, in_types, attrs)
     xi, wi = io
+    if getattr(target, "kind", "llvm") == "opencl":  # only direct has a GPU template (conv_gpu.py)
+        return Specialized(op, in_types, attrs, knob("algorithm", ["direct"], "direct"))
     conv_attrs = dict(attrs) if anchor is None else dict(attrs["body"].steps[anchor].attrs)
     const = const_args is None or wi in const_args
     algo = conv_algorithm(in_types[xi], in_types[wi], conv_attrs, const)

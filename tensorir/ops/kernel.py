@@ -14,7 +14,7 @@ import numpy as np
 from tensorir.errors import TirError
 from tensorir.graph.types import TensorType, np_dtype
 from tensorir.loop.ir import Buffer, LoopFunc, Seq
-from tensorir.ops.registry import get_op
+from tensorir.ops.registry import NoScheduleError, get_op, schedule_for
 from tensorir.schedule import Schedule, create_schedule, lower, placeholder
 from tensorir.schedule.defaults import schedule_injective
 from tensorir.schedule.space import Space, discover_space, pin, use_config
@@ -80,7 +80,7 @@ def op_kernel(
             params = tuple(Buffer(t.name, t.shape, t.dtype) for t in [*ins, *outs])
             return LoopFunc(name or op, params, Seq(()))
         s = create_schedule(outs)
-        sched = schedule or default_schedule(op, attrs)
+        sched = schedule or default_schedule(op, attrs, target)
         sched(s, outs, target)
         return lower(s, [*ins, *outs], name=name or op, passes=passes)
 
@@ -120,18 +120,32 @@ def kernel_space(
         with pin("algorithm", spec.algorithm):
             _, outs = op_compute(spec.op, spec.in_types, dict(spec.attrs))
             if not all(isinstance(t.op, PlaceholderOp) for t in outs):
-                default_schedule(spec.op, dict(spec.attrs))(create_schedule(outs), outs, target)
+                default_schedule(spec.op, dict(spec.attrs), target)(create_schedule(outs), outs, target)
 
     return discover_space(build)
 
 
-def default_schedule(op: str, attrs: dict[str, Any]) -> ScheduleFn:
-    """The op's own schedule; a fused group uses its anchor's (the anchor schedules inline
-    the elementwise epilogue into the stage that writes the output)."""
+def default_schedule(op: str, attrs: dict[str, Any], target: Target | None = None) -> ScheduleFn:
+    """The op's own schedule for `target.kind` (llvm when no target); a fused group uses its
+    anchor's (the anchor schedules inline the elementwise epilogue into the stage that writes
+    the output). Another kind (opencl) with no schedule for the op raises `NoScheduleError`:
+    the compiler runs that op on the CPU.
+
+        default_schedule("softmax", {"axis": -1}, get_target("opencl"))  # the GPU template
+    """
+    kind = "llvm" if target is None else target.kind
     if op == "fused" and attrs["body"].anchor is not None:
         body = attrs["body"]
         op = body.steps[body.anchor].op
-    return get_op(op).extra.get("schedule") or schedule_injective
+    elif op == "fused" and kind != "llvm":  # an elementwise chain: each step must have one
+        for step in attrs["body"].steps:
+            default_schedule(step.op, dict(step.attrs), target)
+    if kind == "llvm":
+        return get_op(op).extra.get("schedule") or schedule_injective
+    fn = schedule_for(get_op(op), kind)
+    if fn is None:
+        raise NoScheduleError(f"op '{op}' has no {kind} schedule")
+    return fn
 
 
 def run_op(

@@ -77,6 +77,35 @@ def register_compute(name: str, schedule: Callable | None = None) -> Callable[[C
     return deco
 
 
+class NoScheduleError(TirError):
+    """The op has no schedule for this kind of target (the compiler runs it on the CPU)."""
+
+
+def register_schedule(name: str, kind: str) -> Callable[[Callable], Callable]:
+    """Attach the schedule of op `name` for targets of `kind` ("opencl", ...); the "llvm"
+    schedule is the one given to `register_compute`. A GPU template sits beside the CPU one:
+
+        @register_schedule("softmax", "opencl")
+        def schedule_softmax_gpu(s, outputs, target): ...
+    """
+
+    def deco(fn: Callable) -> Callable:
+        schedules = OPS[name].extra.setdefault("schedules", {})
+        if kind in schedules:
+            raise RuntimeError(f"op '{name}' has two {kind} schedules")
+        schedules[kind] = fn
+        return fn
+
+    return deco
+
+
+def schedule_for(opdef: OpDef, kind: str) -> Callable | None:
+    """The op's schedule for targets of `kind` (None: it has none)."""
+    if kind == "llvm":
+        return opdef.extra.get("schedule")
+    return opdef.extra.get("schedules", {}).get(kind)
+
+
 def get_op(name: str) -> OpDef:
     _load_all()
     try:

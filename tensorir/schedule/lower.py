@@ -16,7 +16,12 @@ loops that follow the first reduction loop) then an update nest:
 
 Intermediates not in the arguments become extra *scratch* parameters after them (scope
 "global": the caller passes workspace memory, `func.attrs["num_scratch"]` says how many);
-"local" buffers (cache_write, compute_at) are allocated inside the kernel. Non-dividing
+"local" buffers (cache_write, compute_at) are allocated inside the kernel.
+
+GPU: a leaf bound with `bind` is a `gpu_block` / `gpu_thread` loop carrying its tag; a stage
+computed inside GPU loops that binds a tag bound outside shares that loop's variable (a
+cooperative load, guarded when narrower). A "shared" stage (cache_read) covers the region
+the whole work-group reads there and sits between barriers. Non-dividing
 splits and regions that can run past a tensor's edge get `If` guards. An `if_then_else`
 whose arms may read out of bounds (or divide an integer by a variable) becomes an `If`
 around the store (a `Select` evaluates both arms). Then: simplify, vectorize, unroll
@@ -31,6 +36,7 @@ from dataclasses import dataclass
 from tensorir.loop.arith import Range, int_range
 from tensorir.loop.ir import (
     Allocate,
+    Barrier,
     BinOp,
     Buffer,
     Const,
@@ -75,6 +81,7 @@ class _Nest:
     extents: list[int]
     coords: dict[IterVar, Expr]  # root axis -> tensor coordinate, in terms of `vars`
     conds: list[Expr]
+    merged: set[int]  # positions bound to a GPU tag an enclosing loop binds: no loop of their own
 
     def level(self, e: Expr) -> int:
         """Position of the innermost of this nest's loops that `e` uses (-1: none)."""
@@ -220,6 +227,7 @@ class _Lowerer:
         self.params = [Buffer(t.name, t.shape, t.dtype) for t in self.args]
         self.scratch: list[Buffer] = []  # root intermediates: workspace the caller passes
         self.temps: list[Buffer] = []
+        self.bound: dict[str, tuple[Var, int]] = {}  # GPU tags of the enclosing loops: (var, extent)
         self._check_args()
 
     def _is_arg(self, t: Tensor) -> bool:
@@ -282,6 +290,10 @@ class _Lowerer:
         for st in self.sched.stages:
             if st.attach[0] == "at" and st.attach[1].inlined:
                 raise ScheduleError(f"lower: {st.name} is computed at {st.attach[1].name}, which is inlined")
+            if st.attach == ("root",) and st.scope == "shared":
+                raise ScheduleError(
+                    f"lower: {st.name} is in shared memory; compute it at a loop inside GPU loops"
+                )
             if st.attach == ("root",) and not self._is_arg(st.tensor):
                 buf = Buffer(st.name, st.tensor.shape, st.tensor.dtype, st.scope)
                 self.realized[id(st.tensor)] = _Realized(buf, tuple(Const(0) for _ in st.tensor.shape))
@@ -304,15 +316,40 @@ class _Lowerer:
         root_ext.update({a: a.extent for a in st.op.reduce_axis})
         ext = _leaf_extents(st, root_ext)
         used = set(taken)
-        vars_ = [Var(_unique(a.name, used)) for a in st.leaves]
+        vars_, merged, guards = self._leaf_vars(st, ext, used)
         vals: dict[IterVar, Expr] = dict(zip(st.leaves, vars_, strict=True))
-        conds = _root_values(st, ext, vals)
+        conds = guards + _root_values(st, ext, vals)
         coords = {a: vals[a] for a in st.op.reduce_axis}
         for a, (base, e), full in zip(st.op.axis, region, shape, strict=True):
             coords[a] = base + vals[a] if e < full or base != Const(0) else vals[a]
             if e < full:  # a compute_at region may run past the tensor's edge
                 conds += [coords[a] < full, coords[a] >= 0]
-        return _Nest(st, list(st.leaves), vars_, [ext[a] for a in st.leaves], coords, conds)
+        return _Nest(st, list(st.leaves), vars_, [ext[a] for a in st.leaves], coords, conds, merged)
+
+    def _leaf_vars(
+        self, st: Stage, ext: dict[IterVar, int], used: set[str]
+    ) -> tuple[list[Var], set[int], list[Expr]]:
+        """A variable per leaf: a fresh one, or the enclosing GPU loop's for a leaf bound to a
+        tag already bound outside (guarded when the leaf is narrower than that launch)."""
+        vars_: list[Var] = []
+        merged: set[int] = set()
+        guards: list[Expr] = []
+        for p, a in enumerate(st.leaves):
+            tag = st.threads.get(a)
+            if tag not in self.bound:
+                vars_.append(Var(_unique(a.name, used)))
+                continue
+            var, n = self.bound[tag]
+            if ext[a] > n:
+                raise ScheduleError(
+                    f"lower: axis {a.name} of {st.name} has {ext[a]} iterations bound to {tag}, "
+                    f"which the enclosing loop launches {n} wide; split it by {n} first"
+                )
+            vars_.append(var)
+            merged.add(p)
+            if ext[a] < n:
+                guards.append(var < ext[a])
+        return vars_, merged, guards
 
     def stage_stmt(self, st: Stage, region: Region | None, taken: set[str]) -> Stmt:
         nest = self.make_nest(st, region, taken)
@@ -349,17 +386,50 @@ class _Lowerer:
             siblings = [q for q in attached if q is not p_st and pos_of[id(q)] == pos]
             self._check_consumers(p_st, nest.stage, siblings)
             readers = [(q, regions[id(q)]) for q in siblings if id(q) in regions and self._reads(q, p_st)]
-            regions[id(p_st)] = self.infer_region(p_st, nest, pos, body, readers)
+            relax = self._group_vars(nest, pos) if p_st.scope == "shared" else {}
+            regions[id(p_st)] = self.infer_region(p_st, nest, pos, body, readers, relax)
         out: Producers = {}
         for p_st in attached:
             pos, region = pos_of[id(p_st)], regions[id(p_st)]
             t, alloc = p_st.tensor, None
             if not self._is_arg(t):
-                alloc = Buffer(t.name, tuple(e for _, e in region), t.dtype, "local")
+                scope = "shared" if p_st.scope == "shared" else "local"
+                alloc = Buffer(t.name, tuple(e for _, e in region), t.dtype, scope)
                 self.realized[id(t)] = _Realized(alloc, tuple(b for b, _ in region))
             enclosing = taken | {v.name for v in nest.vars[: pos + 1]}  # names unique along a nest
-            out.setdefault(pos, []).append((alloc, self.stage_stmt(p_st, region, enclosing)))
+            saved, self.bound = self.bound, self._bound_at(nest, pos)
+            stmt = self.stage_stmt(p_st, region, enclosing)
+            self.bound = saved
+            if p_st.scope == "shared":
+                stmt = self._with_barriers(nest, pos, stmt)
+            out.setdefault(pos, []).append((alloc, stmt))
         return out
+
+    def _bound_at(self, nest: _Nest, pos: int) -> dict[str, tuple[Var, int]]:
+        """GPU tags bound around loop `pos` of `nest`: (loop var, launch extent)."""
+        bound = dict(self.bound)
+        for q in range(pos + 1):
+            tag = nest.stage.threads.get(nest.leaves[q])
+            if tag is not None and q not in nest.merged:
+                bound[tag] = (nest.vars[q], nest.extents[q])
+        return bound
+
+    def _group_vars(self, nest: _Nest, pos: int) -> dict[Expr, Range]:
+        """The work-item ids around loop `pos`, swept: a shared buffer holds what the
+        whole work-group reads."""
+        return {
+            v: (0, n - 1) for tag, (v, n) in self._bound_at(nest, pos).items() if tag.startswith("local.")
+        }
+
+    def _with_barriers(self, nest: _Nest, pos: int, stmt: Stmt) -> Stmt:
+        """A cooperative load into shared memory: a barrier after it (its writes visible to
+        the group) and, when a serial loop around repeats it, one before (nobody still reads
+        the previous contents)."""
+        gpu = (ForKind.GPU_BLOCK, ForKind.GPU_THREAD)
+        repeated = any(
+            nest.stage.kinds.get(nest.leaves[q]) not in gpu and nest.extents[q] > 1 for q in range(pos + 1)
+        )
+        return Seq((Barrier(), stmt, Barrier())) if repeated else Seq((stmt, Barrier()))
 
     def _attach_pos(self, p_st: Stage, nest: _Nest) -> int:
         pos = next((i for i, a in enumerate(nest.leaves) if a is p_st.attach[2]), None)
@@ -382,13 +452,21 @@ class _Lowerer:
             )
 
     def infer_region(
-        self, p_st: Stage, nest: _Nest, pos: int, body: Expr, readers: Sequence[tuple[Stage, Region]] = ()
+        self,
+        p_st: Stage,
+        nest: _Nest,
+        pos: int,
+        body: Expr,
+        readers: Sequence[tuple[Stage, Region]] = (),
+        relax: dict[Expr, Range] | None = None,
     ) -> Region:
         """The region of p_st read under loop `pos` of `nest`: by the nest's body over its inner
-        loops, and by each sibling stage in `readers` over its own region."""
+        loops (and the `relax` vars over their ranges), and by each sibling stage in `readers`
+        over its own region."""
         ranged: dict[Expr, Range] = {
             v: (0, e - 1) for v, e in zip(nest.vars[pos + 1 :], nest.extents[pos + 1 :], strict=True)
         }
+        ranged.update(relax or {})
         items = [(a.indices, ranged) for a in _loads_of(body, p_st.tensor)]
         for q, q_region in readers:
             q_body, q_ranged = self._region_view(q, q_region)
@@ -455,8 +533,12 @@ class _Lowerer:
         body = inner
         for p in reversed(positions):
             body = self.wrap(nest, p, conds, producers, body)
-            kind = nest.stage.kinds.get(nest.leaves[p], ForKind.SERIAL)
-            body = For(nest.vars[p], Const(0), Const(nest.extents[p]), kind, body)
+            if p in nest.merged:  # the enclosing GPU loop of that tag runs it
+                continue
+            leaf = nest.leaves[p]
+            kind = nest.stage.kinds.get(leaf, ForKind.SERIAL)
+            tag = nest.stage.threads.get(leaf, "")
+            body = For(nest.vars[p], Const(0), Const(nest.extents[p]), kind, body, tag)
         return body
 
     def wrap(self, nest: _Nest, p: int, conds: Conds, producers: Producers, body: Stmt) -> Stmt:
@@ -470,6 +552,29 @@ class _Lowerer:
         return body
 
 
+def check_barriers(s: Stmt, local: frozenset[Var] = frozenset(), guarded: bool = False) -> None:
+    """Every work-item of a group must reach each barrier: none may sit under an `If` that
+    depends on a work-item id (a guard of a non-dividing split bound to local.*)."""
+    if isinstance(s, Barrier) and guarded:
+        raise ScheduleError(
+            "lower: a barrier is under a condition on the work-item id (a split bound to local.* "
+            "that does not divide its extent?); work-items would diverge"
+        )
+    if isinstance(s, For):
+        inner = local | {s.var} if s.kind is ForKind.GPU_THREAD else local
+        check_barriers(s.body, inner, guarded)
+    elif isinstance(s, If):
+        dep = guarded or any(isinstance(n, Var) and n in local for n in walk(s.cond))
+        for branch in (s.then, s.orelse):
+            if branch is not None:
+                check_barriers(branch, local, dep)
+    elif isinstance(s, Seq):
+        for x in s.stmts:
+            check_barriers(x, local, guarded)
+    elif isinstance(s, Allocate):
+        check_barriers(s.body, local, guarded)
+
+
 def lower(sched: Schedule, args: Sequence[Tensor], name: str = "main", *, passes: bool = True) -> LoopFunc:
     """The loop function computing `sched`; `args` (inputs and outputs) become its parameters.
     `passes=False` returns the IR before simplify / vectorize / unroll."""
@@ -480,5 +585,6 @@ def lower(sched: Schedule, args: Sequence[Tensor], name: str = "main", *, passes
         func = simplify(func)
         func = vectorize(func)
         func = simplify(unroll(func))
+    check_barriers(func.body)
     verify(func, check_bounds=passes)
     return func

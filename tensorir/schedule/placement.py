@@ -1,5 +1,5 @@
 """Primitives that place stages or make new ones: compute_at, compute_inline, cache_write,
-pack. Called through the traced methods of `Stage` / `Schedule` (schedule.py).
+cache_read, pack. Called through the traced methods of `Stage` / `Schedule` (schedule.py).
 
 compute_at(P, C, ax): P's loops go inside C's loop `ax`, over the region of P that C's
 iterations under `ax` read (found by interval bounds at lowering), into a buffer of that
@@ -101,6 +101,38 @@ def cache_write(sched: Schedule, tensor: Tensor, scope: str) -> Tensor:
     st.op = ComputeOp(op.name, op.axis, (), TensorLoad(cache, op.axis), op.dtype, op.shape)
     st.leaves = list(op.axis)
     st.axes = {a.name: a for a in op.axis}
+    return cache
+
+
+def cache_read(sched: Schedule, tensor: Tensor, scope: str, readers: Any) -> Tensor:
+    from tensorir.schedule.schedule import Stage
+
+    if not isinstance(tensor, Tensor) or sched.tensors.get(tensor.name) is not tensor:
+        raise _error(f"cache_read: {tensor!r} is not a tensor of this schedule")
+    if scope not in ("shared", "local"):
+        raise _error(f"cache_read: unknown scope {scope!r} (shared or local)")
+    readers = list(readers)
+    if not readers or not all(isinstance(r, Stage) and r.schedule is sched for r in readers):
+        raise _error("cache_read: readers must be a non-empty list of stages of this schedule")
+    for r in readers:
+        if not any(t is tensor for t in r.op.input_tensors()):
+            raise _error(f"cache_read: stage {r.name} does not read {tensor.name} directly")
+    name = sched.fresh_name(f"{tensor.name}_{scope}")
+    axes = tuple(IterVar(f"ax{d}", e) for d, e in enumerate(tensor.shape))
+    op = ComputeOp(name, axes, (), TensorLoad(tensor, axes), tensor.dtype, tensor.shape)
+    cache = Tensor(name, tensor.shape, tensor.dtype, op)
+
+    def fn(e: Expr) -> Expr | None:
+        if isinstance(e, TensorLoad) and e.tensor is tensor:
+            return TensorLoad(cache, e.indices)
+        return None
+
+    for r in readers:
+        r.op = ComputeOp(
+            r.op.name, r.op.axis, r.op.reduce_axis, map_exprs(r.op.body, fn), r.op.dtype, r.op.shape
+        )
+    first = min(sched.stages.index(r) for r in readers)
+    _insert_stage(sched, Stage(sched, cache, op, scope), before=sched.stages[first])
     return cache
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from tensorir.errors import TirError
-from tensorir.loop.ir import ForKind
+from tensorir.loop.ir import THREAD_TAGS, ForKind
 from tensorir.schedule.te import ComputeOp, IterVar, PlaceholderOp, Tensor
 from tensorir.schedule.trace import Trace
 
@@ -102,6 +102,7 @@ class Stage:
         self.leaves: list[IterVar] = [*op.axis, *op.reduce_axis]
         self.relations: list[Split | Fuse] = []
         self.kinds: dict[IterVar, ForKind] = {}
+        self.threads: dict[IterVar, str] = {}  # GPU-bound leaves -> "group.x" ... "local.z"
         self.attach: tuple[Any, ...] = ("root",)  # ("inline",) | ("at", stage, axis)
         self.axes: dict[str, IterVar] = {a.name: a for a in self.leaves}
 
@@ -292,6 +293,33 @@ class Stage:
             raise ScheduleError(f"parallel: {axis.name} is a reduction axis (threads would race)")
         self._annotate(axis, ForKind.PARALLEL, "parallel")
 
+    @traced
+    def bind(self, axis: IterVar, tag: str) -> None:
+        """Map a data loop onto the GPU launch: "group.x|y|z" (work-group ids) or
+        "local.x|y|z" (work-item ids in a group); the loop's extent is the launch size there.
+        A stage computed at a loop inside GPU loops that binds the same tag shares the
+        enclosing work-item id (a cooperative load), guarded when its extent is smaller.
+
+        for i in range(0, 1024):         ->       for i_o in gpu_block(0, 16, "group.x"):
+          B[i] = A[i]*2.0                           for i_i in gpu_thread(0, 64, "local.x"):
+                                                      B[i_o*64 + i_i] = A[i_o*64 + i_i]*2.0
+        (after `i_o, i_i = s[B].split(i, factor=64)`)
+        """
+        self.check_leaf(axis, "bind")
+        if tag not in THREAD_TAGS:
+            raise ScheduleError(f"bind: unknown tag {tag!r}; one of {', '.join(THREAD_TAGS)}")
+        if axis.kind == "reduce":
+            raise ScheduleError(f"bind: {axis.name} is a reduction axis (work-items would race)")
+        old = self.threads.get(axis)
+        if old is not None and old != tag:
+            raise ScheduleError(f"bind: axis {axis.name} is already bound to {old}")
+        other = next((a for a, t in self.threads.items() if t == tag and a is not axis), None)
+        if other is not None:
+            raise ScheduleError(f"bind: {tag} is already bound to axis {other.name} of stage {self.name}")
+        kind = ForKind.GPU_BLOCK if tag.startswith("group.") else ForKind.GPU_THREAD
+        self._annotate(axis, kind, "bind")
+        self.threads[axis] = tag
+
     # ---- placement (placement.py) ------------------------------------------------------
     @traced
     def compute_at(self, stage: Stage, axis: IterVar) -> None:
@@ -390,6 +418,23 @@ class Schedule:
         from tensorir.schedule.placement import cache_write
 
         return cache_write(self, tensor, scope)
+
+    @traced
+    def cache_read(self, tensor: Tensor, scope: str, readers: Sequence[Stage]) -> Tensor:
+        """A copy `<name>_<scope>` of `tensor` that `readers` read instead; compute it at a
+        loop of the reader. Scope "shared" (GPU work-group memory) covers what every
+        work-item of the group reads there, loaded cooperatively (bind its loops to the
+        reader's local.* tags), between barriers; "local" is per work-item.
+
+        for k_o in range(0, 8):                   for k_o in range(0, 8):
+          C[i] = C[i] + A[k_o*4 + ...]   ->         barrier("shared")
+                                                    A_shared[tx] = A[k_o*4 + tx]
+                                                    barrier("shared")
+                                                    C[i] = C[i] + A_shared[...]
+        """
+        from tensorir.schedule.placement import cache_read
+
+        return cache_read(self, tensor, scope, readers)
 
     @traced
     def pack(self, tensor: Tensor, axis: int, factor: int) -> Tensor:

@@ -1,0 +1,85 @@
+"""GPU template of the packed direct convolution `conv2d_nchwc` (dense and depthwise).
+
+Each work-item computes a register tile: `ow_tile` adjacent output pixels x `oc_blocks`
+output channel blocks x one vector of the channel block (float4 on NCHW4c), the
+accumulators private (`conv_nchwc_acc` computed at the local.x loop), the reduction over
+input channel blocks x kh x kw (x the input block, unrolled) outside the tile. Work-items
+are (image, channel block group, row, pixel group) fused, adjacent work-items on adjacent
+pixels; the padded input and the epilogue (bias, relu, residual add) are inlined:
+
+    for f_o in gpu_block(0, 196, "group.x"):
+      for f_i in gpu_thread(0, 64, "local.x"):
+        acc = allocate(f32[1,1,1,4,4], "local")
+        for rco, rkh, rkw: for rci (unrolled): acc[ramp(p*4, 1, 4)] += broadcast(x[..]) * w[ramp(..)]
+        y[ramp(..)] = max(acc[ramp(..)] + b[ramp(..)], 0)
+
+Knobs: `vector`, `ow_tile`, `oc_blocks`, `work_group`, `unroll_rci`. Im2col / Winograd have no
+GPU template (`conv_algorithms.specialize` picks direct for opencl).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import tensorir.ops.layout  # noqa: F401  (the op and its compute register first)
+from tensorir.ops.registry import NoScheduleError, register_schedule
+from tensorir.schedule.gpu.common import bind_flat, default_group, gpu_profile, group_choices
+from tensorir.schedule.gpu.injective import VECTOR
+from tensorir.schedule.schedule import Schedule, Stage
+from tensorir.schedule.space import knob
+from tensorir.schedule.te import Tensor
+
+MAX_PIXELS = 8  # output pixels per work-item
+
+
+def _inline(s: Schedule) -> None:
+    for st in s.stages:
+        if not st.is_output and not st.op.reduce_axis and not st.inlined:
+            st.compute_inline()
+
+
+def _tile_acc(acc: Stage, vec: int, dense: bool) -> None:
+    """acc per work-item: reductions outside, the (blocks, pixels, lanes) tile inside."""
+    ab, am, ah, aw, aj = acc.op.axis
+    ajo, ajv = acc.split(aj, factor=vec)
+    red = list(acc.op.reduce_axis)
+    acc.reorder(ab, ah, *red, am, aw, ajo, ajv)
+    if dense and knob("unroll_rci", [False, True], True):
+        acc.unroll(red[-1])  # the input channels of one block: 4 loads, 4 x tile FMAs
+    for axis in (am, aw, ajo):
+        acc.unroll(axis)
+    acc.vectorize(ajv)
+
+
+@register_schedule("conv2d_nchwc", "opencl")
+def schedule_conv_nchwc_gpu(s: Schedule, outputs: Sequence[Tensor], target: Any) -> None:
+    """The register-tiled direct convolution (module docstring).
+
+    func = op_kernel("conv2d_nchwc", [x_type, w_type], attrs, opencl_target, config={"ow_tile": 4})
+    """
+    if any(st.name.endswith("im2col_acc") for st in s.stages):
+        raise NoScheduleError("conv2d_nchwc: im2col has no GPU template (use direct)")
+    profile = gpu_profile(target)
+    acc = next(st for st in s.stages if st.name.endswith("_acc") and st.op.reduce_axis)
+    _inline(s)
+    y = next(st for st in s.stages if st.is_output)
+    b, m, oh, ow, j = y.op.axis
+    dense = len(acc.op.reduce_axis) == 4
+    lanes = VECTOR if j.extent % VECTOR == 0 else 1
+    vec = knob("vector", sorted({1, lanes}), lanes)
+    pixels = knob("ow_tile", [p for p in (1, 2, 4, 8) if p <= max(ow.extent, 1)], min(4, ow.extent))
+    blocks = [d for d in (1, 2, 4) if m.extent % d == 0] if dense else [1]
+    mb = knob("oc_blocks", blocks, 1)
+    mo, mi = y.split(m, factor=mb)
+    wo, wi = y.split(ow, factor=pixels)
+    jo, jv = y.split(j, factor=vec)
+    y.reorder(b, mo, oh, wo, mi, wi, jo, jv)
+    fused = y.fuse(b, mo, oh, wo)
+    group = knob("work_group", group_choices(profile, fused.extent), default_group(profile, fused.extent, 64))
+    _, local = bind_flat(y, fused, group)
+    for axis in (mi, wi, jo):
+        y.unroll(axis)
+    y.vectorize(jv)
+    acc.compute_at(y, local)
+    _tile_acc(acc, vec, dense)

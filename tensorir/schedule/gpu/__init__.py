@@ -1,0 +1,7 @@
+"""GPU (OpenCL) schedule templates: the work-group mapping of each op family.
+
+common.py (device profile, binding helpers), injective.py (elementwise and data movement),
+rows.py (reductions, softmax / norms, pools, and the generic one-output-per-work-item
+reduction). Op-specific templates live beside the ops (`tensorir/ops/*_gpu.py`);
+`tensorir/ops/gpu_schedules.py` registers which op uses which.
+"""
