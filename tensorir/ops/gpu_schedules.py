@@ -35,7 +35,7 @@ ROWS = (
 
 def register_gpu_schedules() -> None:
     """Attach the table's templates as the ops' "opencl" schedules (ops already registered)."""
-    from tensorir.ops import conv_gpu  # noqa: F401  (op-specific templates register themselves)
+    from tensorir.ops import conv_gpu, gemm_gpu  # noqa: F401  (op-specific templates register themselves)
 
     for names, fn in (
         (ELEMENTWISE, schedule_injective_gpu),

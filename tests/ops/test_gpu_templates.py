@@ -30,6 +30,10 @@ CASES = [
         {"kernel_shape": (3, 3, 1), "strides": (2, 2, 1), "pads": (1, 1, 0, 1, 1, 0), "indices": 0},
     ),
     ("avg_pool", [(1, 3, 9, 9)], {"kernel_shape": (3, 3), "strides": (2, 2), "pads": (1, 1, 1, 1)}),
+    ("dense", [(64, 48), (40, 48)], {}),
+    ("dense", [(1, 64), (10, 64)], {}),
+    ("matmul", [(2, 33, 20), (2, 20, 17)], {}),
+    ("gemm", [(16, 8), (8, 12), (12,)], {}),
     ("conv2d_nchwc", [(1, 2, 8, 8, 4), (3, 2, 3, 3, 4, 4), (3, 4)], {"pads": (1, 1, 1, 1)}),
     ("conv2d_nchwc", [(1, 1, 9, 7, 4), (2, 1, 1, 1, 4, 4)], {"strides": (2, 2)}),
     (
@@ -60,7 +64,7 @@ def test_default_config_matches_reference(op: str, shapes: list, attrs: dict) ->
     assert _run(op, shapes, attrs, None) < 1e-4
 
 
-@pytest.mark.parametrize("op, shapes, attrs", CASES[-3:], ids=["conv", "conv1x1", "depthwise"])
+@pytest.mark.parametrize("op, shapes, attrs", [CASES[9], *CASES[-3:]], ids=["dense", "conv", "conv1x1", "dw"])
 def test_random_configs_match_reference(op: str, shapes: list, attrs: dict) -> None:
     space = kernel_space(op, [TensorType(s) for s in shapes], attrs, GPU)
     rng = random.Random(1)
