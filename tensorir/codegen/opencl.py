@@ -1,0 +1,616 @@
+"""OpenCL C from loop IR: one `__kernel` per LoopFunc, with its launch geometry.
+
+    from tensorir.codegen.opencl import render_opencl
+    k = render_opencl(func, get_profile("mali-g76"))   # a plan.GpuKernel
+    print(k.source, k.global_size, k.local_size)
+
+Calling convention (plan.GpuKernel): every buffer parameter P is `__global T *P_base, const
+ulong P_off` and the body reads it through `P = P_base + P_off bytes`; a scalar Var parameter
+is a plain scalar. bool buffers are `uchar` (one byte, like numpy); float16 buffers are `half`,
+computed in `half` when the profile has fp16 and otherwise loaded and stored with
+`vload_half`/`vstore_half` and computed in float (rounded to half only when stored).
+
+GPU loops are not loops: a `group.x` loop's var is `start + get_group_id(0)`, `local.y` is
+`get_local_id(1)`; their constant extents give the launch (local size = the local.* extent,
+global size = group.* extent x local size). Sibling nests bound to the same tags run in
+sequence in every work-item; a nest (or a top-level statement) that lacks a tag runs only
+where that id is 0. There is no grid-wide barrier: a nest must not read what a sibling nest
+wrote in another work-group. A function without GPU loops is one work-item (slow, correct).
+
+Vectors: a Ramp-stride-1 load/store of 2, 3, 4, 8 or 16 lanes is `vloadN`/`vstoreN`; other
+vector accesses are gathers `(float4)(P[i0], ...)` and scatters; stores of other lane counts
+are expanded lane by lane. Semantics follow the LLVM backend: `//` and `%` floor for signed
+ints, float min/max are `a < b ? a : b`, round is round-half-even (`rint`), rsqrt is 1/sqrt.
+TIR_DUMP_DIR writes each kernel to `<dir>/opencl/<name>.cl`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+
+import numpy as np
+
+from tensorir import config
+from tensorir.devices import DeviceProfile
+from tensorir.errors import TirError
+from tensorir.loop import ir
+from tensorir.loop.passes import vectorize_loop
+from tensorir.loop.simplify import simplify
+from tensorir.loop.visitor import walk
+from tensorir.plan import GpuKernel
+
+_CTYPE = {"bool": "uchar", "int8": "char", "int16": "short", "int32": "int", "int64": "long"}
+_CTYPE |= {"uint8": "uchar", "uint16": "ushort", "uint32": "uint", "uint64": "ulong"}
+_CTYPE |= {"float16": "half", "float32": "float", "float64": "double"}
+_BYTES = {"char": 1, "uchar": 1, "short": 2, "ushort": 2, "half": 2, "int": 4, "uint": 4}
+_BYTES |= {"float": 4, "long": 8, "ulong": 8, "double": 8}
+_MASK = {1: "char", 2: "short", 4: "int", 8: "long"}  # vector comparison results by element size
+_VEC = (2, 3, 4, 8, 16)
+_MATH = {n: n for n in ("exp", "log", "sqrt", "tanh", "erf", "floor", "ceil", "fma", "pow", "sin", "cos")}
+_MATH["round"] = "rint"  # round half to even, as numpy and the LLVM backend
+_INT_LIT = {"int64": "L", "uint64": "UL", "uint32": "u", "int32": ""}
+_RESERVED = set("auto break case char const continue default do double else enum extern float for goto if "
+                "inline int long register restrict return short signed sizeof static struct switch typedef "
+                "union unsigned void volatile while half bool uchar ushort uint ulong kernel global local "
+                "constant private select min max abs fabs exp log sqrt tanh erf floor ceil rint fma pow "
+                "sin cos barrier round rsqrt trunc sign clamp mix step dot cross length normalize mad "
+                "hypot fmod remainder exp2 exp10 log2 log10 log1p expm1 cbrt atan atan2 asin acos sinh "
+                "cosh erfc lgamma tgamma copysign nan ldexp frexp modf fract rootn pown powr fdim fmin "
+                "fmax rotate popcount clz any all isnan isinf isfinite signbit bitselect shuffle "
+                "degrees radians smoothstep upsample mad24 mul24 hadd rhadd tan asinh acosh atanh "
+                "sincos logb ilogb nextafter printf".split())  # fmt: skip
+_HELPERS = {
+    "floordiv": "{{ {T} r = a % b; return (r != 0 && (r ^ b) < 0) ? a / b - 1 : a / b; }}",
+    "floordiv_v": "{{ {T} r = a % b; return a / b + ((r != ({T})0) & ((r ^ b) < ({T})0)); }}",
+    "floormod": "{{ {T} r = a % b; return (r != 0 && (r ^ b) < 0) ? r + b : r; }}",
+    "floormod_v": "{{ {T} r = a % b; return select(r, r + b, (r != ({T})0) & ((r ^ b) < ({T})0)); }}",
+    "ffloormod": "{{ return a - floor(a / b) * b; }}",
+    "fmin": "{{ return a < b ? a : b; }}",
+    "fmin_v": "{{ return select(b, a, a < b); }}",
+    "fmax": "{{ return a > b ? a : b; }}",
+    "fmax_v": "{{ return select(b, a, a > b); }}",
+}
+
+
+def symbol_name(name: str) -> str:
+    """A C identifier for a kernel name (the rule of tensorir.codegen.llvm.symbol_name)."""
+    s = re.sub(r"\W", "_", name)
+    return s if s and not s[0].isdigit() else f"_{s}"
+
+
+def _vt(ctype: str, lanes: int) -> str:
+    return ctype if lanes == 1 else f"{ctype}{lanes}"
+
+
+def _bare(text: str) -> str:
+    """`text` without one pair of enclosing parentheses."""
+    if not (text.startswith("(") and text.endswith(")")):
+        return text
+    depth = 0
+    for i, ch in enumerate(text):
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if depth == 0 and i < len(text) - 1:
+            return text
+    return text[1:-1]
+
+
+def _lane(e: ir.Expr, k: int) -> ir.Expr:
+    """The scalar expression computing lane `k` of vector expression `e`."""
+    if e.lanes == 1:
+        return e
+    if isinstance(e, ir.Ramp):
+        return simplify(ir.BinOp("+", e.base, ir.BinOp("*", e.stride, ir.Const(k, e.stride.dtype))))
+    if isinstance(e, ir.Broadcast):
+        return e.value
+    new = {}
+    for f in fields(e):
+        v = getattr(e, f.name)
+        if isinstance(v, ir.Expr):
+            new[f.name] = _lane(v, k)
+        elif isinstance(v, tuple):
+            new[f.name] = tuple(_lane(x, k) for x in v)
+    return replace(e, **new)
+
+
+def _float_lit(value: float, dtype: str) -> str:
+    if dtype == "float64":
+        if np.isnan(value):
+            return "((double)NAN)"
+        if np.isinf(value):
+            return f"({'-' if value < 0 else ''}(double)INFINITY)"
+        text, suffix = repr(float(value)), ""
+    else:
+        f = np.float32(np.float16(value) if dtype == "float16" else value)
+        if np.isnan(f):
+            return "NAN"
+        if np.isinf(f):
+            return "(-INFINITY)" if f < 0 else "INFINITY"
+        text, suffix = f"{float(f):.9g}", "f"
+    if not any(c in text for c in ".en"):
+        text += ".0"
+    return f"({text}{suffix})" if text.startswith("-") else text + suffix
+
+
+def _int_lit(value: int, dtype: str) -> str:
+    bits = {"8": 8, "16": 16, "32": 32, "64": 64}[re.sub(r"\D", "", dtype)]
+    v = int(value) & ((1 << bits) - 1)
+    if dtype.startswith("int") and v >= 1 << (bits - 1):
+        v -= 1 << bits
+    suffix = _INT_LIT.get(dtype)
+    if suffix is None:  # 8 and 16 bits: no literal suffix exists
+        return f"(({_CTYPE[dtype]}){v})"
+    if v == -(1 << (bits - 1)):
+        return f"(-{(1 << (bits - 1)) - 1}{suffix} - 1{suffix})"
+    return f"({v}{suffix})" if v < 0 else f"{v}{suffix}"
+
+
+@dataclass(frozen=True)
+class _V:
+    """A rendered expression: C text, C element type as computed (a scalar bool is an `int`
+    0/1, a bool vector a signed mask of -1/0), lanes, loop-IR dtype."""
+
+    text: str
+    ctype: str
+    lanes: int
+    dtype: str
+
+
+class _Renderer:
+    def __init__(self, func: ir.LoopFunc, profile: DeviceProfile | None) -> None:
+        self.func, self.profile = func, profile
+        self.fp16 = bool(profile and profile.fp16)
+        self.lines: list[str] = []
+        self.depth = 1
+        self.env: dict[ir.Var, _V] = {}
+        self.bufs: dict[ir.Buffer, str] = {}
+        self.names: set[str] = set()
+        self.helpers: dict[str, str] = {}
+        self.shared: list[str] = []
+        self.shared_bytes = 0
+        self.in_gpu = False
+        self.launch = _launch(func)
+
+    # ---- names and types --------------------------------------------------------------
+    def name(self, base: str) -> str:
+        s = symbol_name(base)
+        s = s + "_" if s in _RESERVED or s.startswith(("get_", "vload", "vstore", "convert_")) else s
+        out, k = s, 1
+        while out in self.names:
+            out, k = f"{s}_{k}", k + 1
+        self.names.add(out)
+        return out
+
+    def calc(self, dtype: str) -> str:
+        """C type a value of `dtype` is computed in."""
+        if dtype == "bool":
+            return "int"
+        if dtype not in _CTYPE:
+            raise TirError(f"OpenCL codegen does not support dtype {dtype!r}")
+        return "float" if dtype == "float16" and not self.fp16 else _CTYPE[dtype]
+
+    def mem(self, buf: ir.Buffer) -> str:
+        """C element type of `buf` in memory."""
+        return self.calc(buf.dtype) if buf.scope != "global" and buf.dtype == "float16" else _CTYPE[buf.dtype]
+
+    def half_io(self, buf: ir.Buffer) -> bool:
+        return buf.dtype == "float16" and not self.fp16 and buf.scope == "global"
+
+    def helper(self, kind: str, ctype: str, lanes: int) -> str:
+        t = _vt(ctype, lanes)
+        name = f"tir_{kind}_{t}"
+        if name not in self.helpers:
+            body = _HELPERS.get(kind + ("_v" if lanes > 1 else ""), _HELPERS.get(kind, ""))
+            self.helpers[name] = f"static inline {t} {name}({t} a, {t} b) " + body.format(T=t)
+        return name
+
+    def emit(self, line: str) -> None:
+        self.lines.append("  " * self.depth + line)
+
+    # ---- expressions ------------------------------------------------------------------
+    def expr(self, e: ir.Expr) -> _V:
+        method = getattr(self, f"_e_{type(e).__name__}", None)
+        if method is None:
+            raise TirError(f"OpenCL codegen cannot render expression {type(e).__name__}")
+        return method(e)  # type: ignore[no-any-return]
+
+    def _e_Var(self, e: ir.Var) -> _V:
+        if e not in self.env:
+            raise TirError(f"variable {e.name!r} ({e.dtype}) is used but never bound")
+        return self.env[e]
+
+    def _e_Const(self, e: ir.Const) -> _V:
+        dt, ct = e.dtype, self.calc(e.dtype)
+        if dt == "bool":
+            return _V("1" if e.value else "0", ct, 1, dt)
+        if dt.startswith("float"):
+            text = _float_lit(float(e.value), dt)
+            return _V(f"((half){text})" if ct == "half" else text, ct, 1, dt)
+        return _V(_int_lit(int(e.value), dt), ct, 1, dt)
+
+    def splat(self, v: _V, n: int) -> _V:
+        if v.lanes == n:
+            return v
+        if v.lanes != 1:
+            raise TirError(f"cannot combine a {v.lanes}-lane and a {n}-lane vector")
+        text = f"(-({_bare(v.text)}))" if v.dtype == "bool" else v.text
+        return _V(f"(({v.ctype}{n}){text})", v.ctype, n, v.dtype)
+
+    def mask_to(self, v: _V, ctype: str) -> _V:
+        """A bool vector as a mask of element type `ctype`."""
+        if v.lanes == 1 or v.ctype == ctype:
+            return v
+        return _V(f"convert_{ctype}{v.lanes}({_bare(v.text)})", ctype, v.lanes, v.dtype)
+
+    def pair(self, a: ir.Expr, b: ir.Expr) -> tuple[_V, _V, int]:
+        va, vb = self.expr(a), self.expr(b)
+        n = max(va.lanes, vb.lanes)
+        va, vb = self.splat(va, n), self.splat(vb, n)
+        if va.dtype == "bool" and n > 1:
+            vb = self.mask_to(vb, va.ctype)
+        return va, vb, n
+
+    def _e_Broadcast(self, e: ir.Broadcast) -> _V:
+        return self.splat(self.expr(e.value), e.count)
+
+    def _e_Ramp(self, e: ir.Ramp) -> _V:
+        n, ct = e.count, self.calc(e.dtype)
+        if n not in _VEC:
+            raise TirError(f"a {n}-lane ramp has no OpenCL vector type")
+        step = self.expr(e.stride).text
+        if isinstance(e.stride, ir.Const):
+            offs = ", ".join(_int_lit(k * int(e.stride.value), e.dtype) for k in range(n))
+        else:
+            offs = ", ".join(f"{k} * {step}" for k in range(n))
+        base = self.splat(self.expr(e.base), n)
+        return _V(f"({base.text} + ({ct}{n})({offs}))", ct, n, e.dtype)
+
+    def _e_BinOp(self, e: ir.BinOp) -> _V:
+        a, b, n = self.pair(e.a, e.b)
+        dt, ct = a.dtype, a.ctype
+        op = {"and": "&", "or": "|", "xor": "^"}.get(e.op, e.op)
+        if dt == "bool":
+            op = {"min": "&", "max": "|"}.get(op, op)
+        isfloat, signed = dt.startswith("float"), dt.startswith("int")
+        if op in ("min", "max"):
+            if isfloat:
+                return _V(f"{self.helper('f' + op, ct, n)}({a.text}, {b.text})", ct, n, dt)
+            return _V(f"{op}({a.text}, {b.text})", ct, n, dt)
+        if op == "//" and isfloat:
+            return _V(f"floor({a.text} / {b.text})", ct, n, dt)
+        if op in ("//", "%") and (signed or isfloat):
+            kind = "ffloormod" if isfloat else {"//": "floordiv", "%": "floormod"}[op]
+            return _V(f"{self.helper(kind, ct, n)}({_bare(a.text)}, {_bare(b.text)})", ct, n, dt)
+        if op not in ("+", "-", "*", "/", "//", "%", "&", "|", "^"):
+            raise TirError(f"binary operator {e.op!r} is not defined for {dt}")
+        text = f"({a.text} {op.replace('//', '/')} {b.text})"
+        if n == 1 and ct in ("char", "uchar", "short", "ushort"):  # C promotes to int: wrap back
+            text = f"(({ct}){text})"
+        return _V(text, ct, n, dt)
+
+    def _e_Cmp(self, e: ir.Cmp) -> _V:
+        a, b, n = self.pair(e.a, e.b)
+        mask = "int" if n == 1 else _MASK[_BYTES[a.ctype]]
+        return _V(f"({a.text} {e.op} {b.text})", mask, n, "bool")
+
+    def _e_Not(self, e: ir.Not) -> _V:
+        a = self.to_bool(self.expr(e.a))
+        return _V(f"(!{a.text})" if a.lanes == 1 else f"(~{a.text})", a.ctype, a.lanes, "bool")
+
+    def _e_Select(self, e: ir.Select) -> _V:
+        c = self.to_bool(self.expr(e.cond))
+        a, b, n = self.pair(e.a, e.b)
+        if c.lanes == 1:
+            return _V(f"({_bare(c.text)} ? {a.text} : {b.text})", a.ctype, n, a.dtype)
+        c = self.mask_to(self.splat(c, n), _MASK[_BYTES[a.ctype]])
+        return _V(f"select({_bare(b.text)}, {_bare(a.text)}, {_bare(c.text)})", a.ctype, n, a.dtype)
+
+    def to_bool(self, v: _V) -> _V:
+        if v.dtype == "bool":
+            return v
+        if v.lanes == 1:
+            return _V(f"({v.text} != 0)", "int", 1, "bool")
+        return _V(f"({v.text} != ({v.ctype}{v.lanes})0)", _MASK[_BYTES[v.ctype]], v.lanes, "bool")
+
+    def _e_Cast(self, e: ir.Cast) -> _V:
+        return self.cast(self.expr(e.value), e.dtype)
+
+    def cast(self, v: _V, dtype: str) -> _V:
+        if v.dtype == dtype:
+            return v
+        if dtype == "bool":
+            return self.to_bool(v)
+        ct, n = self.calc(dtype), v.lanes
+        if ct == v.ctype and v.dtype != "bool":
+            return _V(v.text, ct, n, dtype)
+        src = f"-({_bare(v.text)})" if v.dtype == "bool" and n > 1 else _bare(v.text)
+        text = f"(({ct})({src}))" if n == 1 else f"convert_{ct}{n}({src})"
+        return _V(text, ct, n, dtype)
+
+    def _e_Call(self, e: ir.Call) -> _V:
+        args = [self.expr(a) for a in e.args]
+        n = max(a.lanes for a in args)
+        args = [self.splat(a, n) for a in args]
+        x, dt, ct = args[0], args[0].dtype, args[0].ctype
+        texts = ", ".join(_bare(a.text) for a in args)
+        if e.name == "abs" and not dt.startswith("float"):
+            if not dt.startswith("int"):
+                return x
+            return _V(f"(({ct})abs({texts}))" if n == 1 else f"convert_{ct}{n}(abs({texts}))", ct, n, dt)
+        if not dt.startswith("float"):
+            raise TirError(f"math function {e.name!r} needs float arguments, got {dt}")
+        one = self.expr(ir.Const(1.0, dt)).text
+        if e.name == "abs":
+            text = f"fabs({texts})"
+        elif e.name == "sigmoid":
+            text = f"({one} / ({one} + exp(-{x.text})))"
+        elif e.name == "rsqrt":
+            text = f"({one} / sqrt({texts}))"
+        elif e.name in _MATH:
+            text = f"{_MATH[e.name]}({texts})"
+        else:
+            raise TirError(f"unknown math function {e.name!r}; known: {', '.join(ir.INTRINSICS)}")
+        return _V(text, ct, n, dt)
+
+    # ---- memory -----------------------------------------------------------------------
+    def ptr(self, buf: ir.Buffer) -> str:
+        if buf not in self.bufs:
+            raise TirError(f"buffer {buf.name!r} is neither a parameter nor allocated here")
+        return self.bufs[buf]
+
+    def load1(self, buf: ir.Buffer, index: str) -> str:
+        p = self.ptr(buf)
+        return f"vload_half({index}, {p})" if self.half_io(buf) else f"{p}[{index}]"
+
+    def _e_Load(self, e: ir.Load) -> _V:
+        buf, idx, n = e.buffer, e.index, e.index.lanes
+        ct, p = self.mem(buf) if not self.half_io(buf) else "float", self.ptr(buf)
+        if isinstance(idx, ir.Broadcast):
+            return self.splat(self._e_Load(ir.Load(buf, idx.value)), n)
+        if n == 1:
+            raw = _V(self.load1(buf, _bare(self.expr(idx).text)), ct, 1, buf.dtype)
+        elif _contiguous(idx) and n in _VEC:
+            fn = f"vload_half{n}" if self.half_io(buf) else f"vload{n}"
+            raw = _V(f"{fn}(0, {p} + {self.expr(idx.base).text})", ct, n, buf.dtype)  # type: ignore[attr-defined]
+        else:
+            items = [self.load1(buf, _bare(self.expr(_lane(idx, k)).text)) for k in range(n)]
+            raw = _V(f"(({ct}{n})({', '.join(items)}))", ct, n, buf.dtype)
+        if buf.dtype != "bool":
+            return raw
+        zero = "0" if n == 1 else f"(uchar{n})0"
+        return _V(f"({raw.text} != {zero})", "int" if n == 1 else "char", n, "bool")
+
+    def store(self, s: ir.Store) -> None:
+        buf, idx, n = s.buffer, s.index, s.index.lanes
+        value = s.value if s.value.dtype == buf.dtype else ir.Cast(buf.dtype, s.value)
+        if n > 1 and n not in _VEC:  # no vector type: lane by lane
+            for k in range(n):
+                self.store(ir.Store(buf, _lane(idx, k), _lane(value, k)))
+            return
+        v, p = self.splat(self.expr(value), n), self.ptr(buf)
+        if buf.dtype == "bool":
+            v = _V(
+                f"(uchar)({_bare(v.text)})" if n == 1 else f"convert_uchar{n}(-{v.text})", "uchar", n, "bool"
+            )
+        if n == 1:
+            self.store1(buf, _bare(self.expr(idx).text), _bare(v.text))
+        elif _contiguous(idx):
+            fn = f"vstore_half{n}" if self.half_io(buf) else f"vstore{n}"
+            self.emit(f"{fn}({_bare(v.text)}, 0, {p} + {self.expr(idx.base).text});")  # type: ignore[attr-defined]
+        else:
+            tmp = self.name("t")
+            self.emit("{")
+            self.emit(f"  const {_vt(v.ctype, n)} {tmp} = {_bare(v.text)};")
+            for k in range(n):
+                lane = f"{tmp}.s{'0123456789abcdef'[k]}"
+                self.emit("  " + self.store1_text(buf, _bare(self.expr(_lane(idx, k)).text), lane))
+            self.emit("}")
+
+    def store1(self, buf: ir.Buffer, index: str, value: str) -> None:
+        self.emit(self.store1_text(buf, index, value))
+
+    def store1_text(self, buf: ir.Buffer, index: str, value: str) -> str:
+        p = self.ptr(buf)
+        return f"vstore_half({value}, {index}, {p});" if self.half_io(buf) else f"{p}[{index}] = {value};"
+
+    # ---- statements -------------------------------------------------------------------
+    def stmt(self, s: ir.Stmt) -> None:
+        if not self.in_gpu and self.launch and not isinstance(s, ir.Seq | ir.Allocate | ir.LetStmt | ir.If):
+            return self.guarded(s)
+        method = getattr(self, f"_s_{type(s).__name__}", None)
+        if method is None:
+            raise TirError(f"OpenCL codegen cannot render statement {type(s).__name__}")
+        method(s)
+        return None
+
+    def guarded(self, s: ir.Stmt) -> None:
+        """`s` at kernel level: runs only in the work-items whose ids it does not use are 0."""
+        used = {n.thread for n in walk(s) if isinstance(n, ir.For) and n.thread}
+        conds = [_id_call(t) + " == 0" for t, ext in self.launch.items() if t not in used and ext > 1]
+        self.in_gpu = True
+        if conds:
+            self.emit(f"if ({' && '.join(conds)}) {{")
+            self.depth += 1
+        self.stmt(s)
+        if conds:
+            self.depth -= 1
+            self.emit("}")
+        self.in_gpu = False
+
+    def _s_Seq(self, s: ir.Seq) -> None:
+        for x in s.stmts:
+            self.stmt(x)
+
+    def _s_Store(self, s: ir.Store) -> None:
+        self.store(s)
+
+    def _s_Barrier(self, s: ir.Barrier) -> None:
+        fence = "CLK_LOCAL_MEM_FENCE" if s.scope == "shared" else "CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE"
+        self.emit(f"barrier({fence});")
+
+    def _s_LetStmt(self, s: ir.LetStmt) -> None:
+        v = self.cast(self.expr(s.value), s.var.dtype)
+        name = self.name(s.var.name)
+        self.emit(f"const {_vt(v.ctype, v.lanes)} {name} = {_bare(v.text)};")
+        self.bind(s.var, _V(name, v.ctype, v.lanes, v.dtype), s.body)
+
+    def bind(self, var: ir.Var, v: _V, body: ir.Stmt) -> None:
+        old = self.env.get(var)
+        self.env[var] = v
+        self.stmt(body)
+        if old is None:
+            del self.env[var]
+        else:
+            self.env[var] = old
+
+    def _s_If(self, s: ir.If) -> None:
+        c = self.to_bool(self.expr(s.cond))
+        if c.lanes != 1:
+            raise TirError("If needs a scalar condition (use Select for vector conditions)")
+        self.emit(f"if ({_bare(c.text)}) {{")
+        self.block(s.then)
+        if s.orelse is not None:
+            self.emit("} else {")
+            self.block(s.orelse)
+        self.emit("}")
+
+    def block(self, s: ir.Stmt) -> None:
+        self.depth += 1
+        self.stmt(s)
+        self.depth -= 1
+
+    def _s_Allocate(self, s: ir.Allocate) -> None:
+        b, name = s.buffer, self.name(s.buffer.name)
+        decl = f"{self.mem(b)} {name}[{max(b.size, 1)}];"
+        if b.scope == "shared":
+            self.shared.append("__local " + decl)
+            self.shared_bytes += b.size * _BYTES[self.mem(b)]
+        else:
+            self.emit(decl)
+        self.bufs[b] = name
+        self.stmt(s.body)
+        del self.bufs[b]
+
+    def _s_For(self, s: ir.For) -> None:
+        if s.thread:
+            name, ct = self.name(s.var.name), self.calc(s.var.dtype)
+            ids = f"({ct}){_id_call(s.thread)}"
+            zero = isinstance(s.start, ir.Const) and s.start.value == 0
+            self.emit(f"const {ct} {name} = {ids if zero else self.expr(s.start).text + ' + ' + ids};")
+            return self.bind(s.var, _V(name, ct, 1, s.var.dtype), s.body)
+        if s.kind is ir.ForKind.VECTORIZED:
+            res = vectorize_loop(s)
+            if not isinstance(res, ir.For):
+                return self.stmt(res)
+            s = res
+        name, ct = self.name(s.var.name), self.calc(s.var.dtype)
+        start = self.cast(self.expr(s.start), s.var.dtype)
+        end = self.cast(self.expr(simplify(ir.BinOp("+", s.start, s.extent))), s.var.dtype)
+        if s.kind is ir.ForKind.UNROLLED:
+            self.emit("#pragma unroll")
+        self.emit(f"for ({ct} {name} = {_bare(start.text)}; {name} < {_bare(end.text)}; ++{name}) {{")
+        self.depth += 1
+        self.bind(s.var, _V(name, ct, 1, s.var.dtype), s.body)
+        self.depth -= 1
+        self.emit("}")
+        return None
+
+    # ---- the kernel -------------------------------------------------------------------
+    def render(self) -> GpuKernel:
+        kname = self.name(self.func.name)
+        params, prologue, sig = [], [], []
+        for p in self.func.params:
+            if isinstance(p, ir.Var):
+                name = self.name(p.name)
+                self.env[p] = _V(name, self.calc(p.dtype), 1, p.dtype)
+                sig.append(f"const {self.calc(p.dtype)} {name}")
+            else:
+                name, t = self.name(p.name), _CTYPE[p.dtype]
+                self.names |= {f"{name}_base", f"{name}_off"}
+                self.bufs[p] = name
+                sig.append(f"__global {t} *{name}_base, const ulong {name}_off")
+                cast = f"(__global {t} *)((__global char *){name}_base + {name}_off)"
+                prologue.append(f"  __global {t} *restrict {name} = {cast};")
+            params.append((p.name, p.dtype))
+        self.stmt(self.func.body)
+        local, glob = _geometry(self.launch)
+        self.check(local)
+        head = [f"// OpenCL C for loop function '{self.func.name}' (tensorir)"]
+        dtypes = {n.dtype for n in walk(self.func.body) if isinstance(n, ir.Expr)}
+        dtypes |= {p.dtype for p in self.func.params}
+        if "float64" in dtypes:
+            head.append("#pragma OPENCL EXTENSION cl_khr_fp64 : enable")
+        if "float16" in dtypes and self.fp16:
+            head.append("#pragma OPENCL EXTENSION cl_khr_fp16 : enable")
+        head += ["", *sorted(self.helpers.values()), ""] if self.helpers else [""]
+        reqd = ", ".join(str(x) for x in (*local, 1, 1)[:3])
+        head.append(f"__kernel __attribute__((reqd_work_group_size({reqd}))) void {kname}(")
+        head.append(",\n".join("    " + x for x in sig) + ") {")
+        body = prologue + ["  " + d for d in self.shared] + self.lines + ["}", ""]
+        return GpuKernel(kname, "\n".join(head + body), glob, local, tuple(params))
+
+    def check(self, local: tuple[int, ...]) -> None:
+        p = self.profile
+        if p is None:
+            return
+        n = int(np.prod(local))
+        if n > p.max_work_group_size or any(
+            x > m for x, m in zip(local, p.max_work_item_sizes, strict=False)
+        ):
+            raise TirError(f"{self.func.name}: work-group {list(local)} exceeds {p.name}'s limits")
+        if self.shared_bytes > p.local_mem_bytes:
+            raise TirError(
+                f"{self.func.name}: {self.shared_bytes} B of local memory, {p.name} has {p.local_mem_bytes}"
+            )
+
+
+def _contiguous(idx: ir.Expr) -> bool:
+    return isinstance(idx, ir.Ramp) and isinstance(idx.stride, ir.Const) and idx.stride.value == 1
+
+
+def _id_call(tag: str) -> str:
+    kind, axis = tag.split(".")
+    return f"get_{'group' if kind == 'group' else 'local'}_id({'xyz'.index(axis)})"
+
+
+def _launch(func: ir.LoopFunc) -> dict[str, int]:
+    """Extent per thread tag over the whole function (each tag has one constant extent)."""
+    out: dict[str, int] = {}
+    for n in walk(func.body):
+        if not (isinstance(n, ir.For) and n.kind in (ir.ForKind.GPU_BLOCK, ir.ForKind.GPU_THREAD)):
+            continue
+        if n.thread not in ir.THREAD_TAGS:
+            raise TirError(f"GPU loop {n.var.name!r} has no valid thread tag ({n.thread!r})")
+        if not isinstance(n.extent, ir.Const):
+            raise TirError(f"GPU loop {n.var.name!r} ({n.thread}) needs a constant extent")
+        ext = int(n.extent.value)
+        if out.setdefault(n.thread, ext) != ext:
+            raise TirError(f"{n.thread} is bound with extents {out[n.thread]} and {ext}")
+    return dict(sorted(out.items()))
+
+
+def _geometry(launch: dict[str, int]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    axes = [i for i, a in enumerate("xyz") if f"group.{a}" in launch or f"local.{a}" in launch]
+    dims = max(axes, default=0) + 1
+    local = tuple(launch.get(f"local.{a}", 1) for a in "xyz"[:dims])
+    glob = tuple(launch.get(f"group.{a}", 1) * loc for a, loc in zip("xyz", local, strict=False))
+    return local, glob
+
+
+def render_opencl(func: ir.LoopFunc, profile: DeviceProfile | None = None) -> GpuKernel:
+    """OpenCL C for `func` and its launch geometry; checked against `profile`'s limits."""
+    kernel = _Renderer(func, profile).render()
+    dump_kernel(kernel)
+    return kernel
+
+
+def dump_kernel(kernel: GpuKernel) -> Path | None:
+    """Write `kernel` to `$TIR_DUMP_DIR/opencl/<name>.cl` when TIR_DUMP_DIR is set."""
+    d = config.dump_dir()
+    if d is None:
+        return None
+    path = d / "opencl" / f"{kernel.name}.cl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(kernel.source)
+    return path
