@@ -216,7 +216,7 @@ def opencl_platforms(platform: str = "") -> list[Any]:
         plats = cl.get_platforms()
     except cl.Error as e:
         raise TirError(f"no OpenCL device found: {e} (is an ICD file installed?)") from None
-    wanted = [w.lower() for w in (platform, os.environ.get("TIR_OPENCL_PLATFORM", "")) if w]
+    wanted = [w.lower() for w in (platform, config.opencl_platform()) if w]
     return [p for p in plats if all(w in p.name.lower() for w in wanted)]
 
 
@@ -233,7 +233,7 @@ def select_device(platform: str = "") -> Any:
         if d.type & cl.device_type.GPU:
             return d
     if not devices:
-        filt = os.environ.get("TIR_OPENCL_PLATFORM", "")
+        filt = config.opencl_platform()
         what = " ".join(x for x in (platform, filt) if x)
         raise TirError(f"no OpenCL device found{' on a platform matching ' + repr(what) if what else ''}")
     return devices[0]
