@@ -57,7 +57,9 @@ def schedule_gemm_gpu(s: Schedule, outputs: Sequence[Tensor], target: Any) -> No
     tx = knob("threads_x", [t for t in (4, 8, 16, 32) if t * ty <= limit], 8 if 8 * ty <= limit else 4)
     rm = knob("rows", [1, 2, 4, 8], 4 if i.extent >= 32 else 1)
     rn = knob("cols", [1, 2, 4, 8], 4)
-    tk = knob("tile_k", [4, 8, 16, 32], 8)
+    kdim = acc.op.reduce_axis[0].extent
+    tks = [t for t in (1, 2, 4, 8, 16, 32) if kdim % t == 0]  # a k tail gave wrong sums (see the report)
+    tk = knob("tile_k", tks, max(t for t in tks if t <= 8))
     io, ii = y.split(i, factor=ty * rm)
     iy, ir = y.split(ii, factor=rm)
     jo, jj = y.split(j, factor=tx * rn)
