@@ -30,6 +30,7 @@ from tensorir.loop.ir import LoopFunc
 from tensorir.loop.passes import optimize_loops
 from tensorir.ops.conv_algorithms import Specialized
 from tensorir.ops.kernel import build_kernel
+from tensorir.ops.registry import NoScheduleError
 from tensorir.ops.workload import workload_key
 from tensorir.passes.memory_plan import ALIGN, storage_root
 from tensorir.plan import Arg, Copy, KernelCall
@@ -140,6 +141,7 @@ class _Kernel:
     func: LoopFunc
     spec: Specialized
     config: dict | None  # the tuning record's knobs, None for the defaults
+    device: str = "cpu"  # "gpu": scheduled for an OpenCL target; "cpu": an LLVM kernel
 
 
 def _const_args(g: Graph, nid: int) -> frozenset[int]:
@@ -150,38 +152,52 @@ def _const_args(g: Graph, nid: int) -> frozenset[int]:
 
 def lower_kernels(g: Graph, target: Target, records: Any = None) -> dict[int, _Kernel]:
     """One kernel per op node; with the best tuning record's knobs where there is one.
-    A record that no longer builds (an older template) falls back to the defaults. The loop
-    functions are as lowered, before the loop passes (`optimize_kernels`)."""
+    A record that no longer builds (an older template) falls back to the defaults. For an
+    OpenCL target, an op with no GPU schedule is lowered for the host CPU instead
+    (`device` "cpu"; the backend inserts the transfers). The loop functions are as
+    lowered, before the loop passes (`optimize_kernels`)."""
     kernels = {}
     for k, nid in enumerate(g.op_nodes()):
         node = g.node(nid)
         if storage_root(g, Value(nid)) != Value(nid):
             continue  # a view (reshape of an op's output): no kernel, no copy
-        in_types = [g.type_of(v) for v in g.inputs_of(nid)]
         label = f"node '{node.name or nid}' ({node.op})"
-        name = f"tir_k{k}_{node.op}"
-        const = _const_args(g, nid)
-        config = lookup_config(records, workload_key(node.op, in_types, node.attr))
         try:
-            if config is not None:
-                try:
-                    func, spec = build_kernel(
-                        node.op, in_types, node.attr, target, config, name, const, passes=False
-                    )
-                    kernels[nid] = _Kernel(func, spec, config)
-                    continue
-                except TirError as e:
-                    debug.log(1, f"{label}: tuning record ignored ({e})")
-            func, spec = build_kernel(node.op, in_types, node.attr, target, None, name, const, passes=False)
-            kernels[nid] = _Kernel(func, spec, None)
+            kernels[nid] = _lower_node(g, nid, f"tir_k{k}_{node.op}", target, records, label)
         except TirError as e:
             raise TirError(f"{label}: {e}") from None
     return kernels
 
 
+def _lower_node(g: Graph, nid: int, name: str, target: Target, records: Any, label: str) -> _Kernel:
+    node = g.node(nid)
+    in_types = [g.type_of(v) for v in g.inputs_of(nid)]
+    const = _const_args(g, nid)
+    device = "gpu" if target.kind == "opencl" else "cpu"
+    config = lookup_config(records, workload_key(node.op, in_types, node.attr))
+    if config is not None:
+        try:
+            func, spec = build_kernel(node.op, in_types, node.attr, target, config, name, const, passes=False)
+            return _Kernel(func, spec, config, device)
+        except NoScheduleError:
+            pass
+        except TirError as e:
+            debug.log(1, f"{label}: tuning record ignored ({e})")
+    try:
+        func, spec = build_kernel(node.op, in_types, node.attr, target, None, name, const, passes=False)
+        return _Kernel(func, spec, None, device)
+    except NoScheduleError as e:
+        if target.kind == "llvm":
+            raise
+        debug.log(1, f"{label}: on the CPU ({e})")
+    cpu = target.cpu_target()
+    func, spec = build_kernel(node.op, in_types, node.attr, cpu, None, name, const, passes=False)
+    return _Kernel(func, spec, None, "cpu")
+
+
 def optimize_kernels(kernels: dict[int, _Kernel]) -> dict[int, _Kernel]:
     """The loop passes (simplify, vectorize, unroll; loop/passes.py) over every kernel."""
-    return {nid: _Kernel(optimize_loops(k.func), k.spec, k.config) for nid, k in kernels.items()}
+    return {nid: _Kernel(optimize_loops(k.func), k.spec, k.config, k.device) for nid, k in kernels.items()}
 
 
 def scratch_sizes(kernels: Mapping[int, _Kernel]) -> dict[int, list[int]]:
@@ -205,7 +221,8 @@ def bind_plan(g: Graph, kernels: Mapping[int, _Kernel], plan) -> tuple[list[Kern
         args += [Arg("workspace", off) for off in plan.scratch_offsets.get(nid, [])]
         if len(args) != len(f.params):
             raise TirError(f"kernel {f.name}: {len(f.params)} parameters but {len(args)} bindings")
-        calls.append(KernelCall(f.name, tuple(args)))
+        sizes = tuple(TensorType(p.shape, p.dtype).nbytes for p in f.params)
+        calls.append(KernelCall(f.name, tuple(args), kern.device, sizes))
     copies = []
     for k, (_, v) in enumerate(g.outputs):
         src = binder.arg(v)
@@ -273,6 +290,7 @@ def make_manifest(
             {
                 "symbol": c.symbol,
                 "op": graph.node(nid).op,
+                **({"device": c.device} if target.kind != "llvm" else {}),
                 "args": [a.to_json() for a in c.args],
                 "workload": workload_key(graph.node(nid).op, _in_types(graph, nid), graph.node(nid).attr),
                 **({"algorithm": kernels[nid].spec.algorithm} if kernels[nid].spec.algorithm else {}),

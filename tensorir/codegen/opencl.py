@@ -146,6 +146,14 @@ def _int_lit(value: int, dtype: str) -> str:
     return f"({v}{suffix})" if v < 0 else f"{v}{suffix}"
 
 
+def _narrow_indices(func: ir.LoopFunc) -> bool:
+    """Index arithmetic fits 32 bits: every buffer has < 2**31 elements and none holds 64-bit
+    integers (their values would then be computed as int too)."""
+    bufs = [p for p in func.params if isinstance(p, ir.Buffer)]
+    bufs += [n.buffer for n in walk(func.body) if isinstance(n, ir.Allocate)]
+    return all(b.size < 2**31 and b.dtype not in ("int64", "uint64") for b in bufs)
+
+
 @dataclass(frozen=True)
 class _V:
     """A rendered expression: C text, C element type as computed (a scalar bool is an `int`
@@ -171,6 +179,8 @@ class _Renderer:
         self.shared_bytes = 0
         self.in_gpu = False
         self.launch = _launch(func)
+        self.narrow = _narrow_indices(func)
+        self.nonneg: set[ir.Var] = set()  # loop / id / let variables known to be >= 0
 
     # ---- names and types --------------------------------------------------------------
     def name(self, base: str) -> str:
@@ -188,7 +198,24 @@ class _Renderer:
             return "int"
         if dtype not in _CTYPE:
             raise TirError(f"OpenCL codegen does not support dtype {dtype!r}")
+        if dtype == "int64" and self.narrow:
+            return "int"  # 32-bit index math (GPUs emulate 64-bit multiply and divide)
         return "float" if dtype == "float16" and not self.fp16 else _CTYPE[dtype]
+
+    def int_lit(self, value: int, dtype: str) -> str:
+        narrow = dtype == "int64" and self.narrow and -(2**31) < value < 2**31
+        return _int_lit(value, "int32" if narrow else dtype)
+
+    def is_nonneg(self, e: ir.Expr) -> bool:
+        """`e` is provably >= 0: loop and work-item variables, non-negative constants, and
+        + * // % min max of such (what index expressions are made of)."""
+        if isinstance(e, ir.Var):
+            return e in self.nonneg
+        if isinstance(e, ir.Const):
+            return not isinstance(e.value, bool) and e.value >= 0
+        if isinstance(e, ir.BinOp) and e.op in ("+", "*", "//", "%", "min", "max", "/"):
+            return self.is_nonneg(e.a) and self.is_nonneg(e.b)
+        return False
 
     def mem(self, buf: ir.Buffer) -> str:
         """C element type of `buf` in memory."""
@@ -227,7 +254,7 @@ class _Renderer:
         if dt.startswith("float"):
             text = _float_lit(float(e.value), dt)
             return _V(f"((half){text})" if ct == "half" else text, ct, 1, dt)
-        return _V(_int_lit(int(e.value), dt), ct, 1, dt)
+        return _V(self.int_lit(int(e.value), dt), ct, 1, dt)
 
     def splat(self, v: _V, n: int) -> _V:
         if v.lanes == n:
@@ -260,7 +287,7 @@ class _Renderer:
             raise TirError(f"a {n}-lane ramp has no OpenCL vector type")
         step = self.expr(e.stride).text
         if isinstance(e.stride, ir.Const):
-            offs = ", ".join(_int_lit(k * int(e.stride.value), e.dtype) for k in range(n))
+            offs = ", ".join(self.int_lit(k * int(e.stride.value), e.dtype) for k in range(n))
         else:
             offs = ", ".join(f"{k} * {step}" for k in range(n))
         base = self.splat(self.expr(e.base), n)
@@ -279,6 +306,9 @@ class _Renderer:
             return _V(f"{op}({a.text}, {b.text})", ct, n, dt)
         if op == "//" and isfloat:
             return _V(f"floor({a.text} / {b.text})", ct, n, dt)
+        positive = isinstance(e.b, ir.Const) and e.b.value > 0
+        if op in ("//", "%") and signed and positive and self.is_nonneg(e.a):
+            return _V(f"({a.text} {op.replace('//', '/')} {b.text})", ct, n, dt)  # C's = floor's here
         if op in ("//", "%") and (signed or isfloat):
             kind = "ffloormod" if isfloat else {"//": "floordiv", "%": "floormod"}[op]
             return _V(f"{self.helper(kind, ct, n)}({_bare(a.text)}, {_bare(b.text)})", ct, n, dt)
@@ -453,12 +483,15 @@ class _Renderer:
         v = self.cast(self.expr(s.value), s.var.dtype)
         name = self.name(s.var.name)
         self.emit(f"const {_vt(v.ctype, v.lanes)} {name} = {_bare(v.text)};")
-        self.bind(s.var, _V(name, v.ctype, v.lanes, v.dtype), s.body)
+        self.bind(s.var, _V(name, v.ctype, v.lanes, v.dtype), s.body, self.is_nonneg(s.value))
 
-    def bind(self, var: ir.Var, v: _V, body: ir.Stmt) -> None:
+    def bind(self, var: ir.Var, v: _V, body: ir.Stmt, nonneg: bool = False) -> None:
         old = self.env.get(var)
         self.env[var] = v
+        if nonneg:
+            self.nonneg.add(var)
         self.stmt(body)
+        self.nonneg.discard(var)
         if old is None:
             del self.env[var]
         else:
@@ -498,7 +531,7 @@ class _Renderer:
             ids = f"({ct}){_id_call(s.thread)}"
             zero = isinstance(s.start, ir.Const) and s.start.value == 0
             self.emit(f"const {ct} {name} = {ids if zero else self.expr(s.start).text + ' + ' + ids};")
-            return self.bind(s.var, _V(name, ct, 1, s.var.dtype), s.body)
+            return self.bind(s.var, _V(name, ct, 1, s.var.dtype), s.body, self.is_nonneg(s.start))
         if s.kind is ir.ForKind.VECTORIZED:
             res = vectorize_loop(s)
             if not isinstance(res, ir.For):
@@ -511,7 +544,7 @@ class _Renderer:
             self.emit("#pragma unroll")
         self.emit(f"for ({ct} {name} = {_bare(start.text)}; {name} < {_bare(end.text)}; ++{name}) {{")
         self.depth += 1
-        self.bind(s.var, _V(name, ct, 1, s.var.dtype), s.body)
+        self.bind(s.var, _V(name, ct, 1, s.var.dtype), s.body, self.is_nonneg(s.start))
         self.depth -= 1
         self.emit("}")
         return None
@@ -521,10 +554,12 @@ class _Renderer:
         kname = self.name(self.func.name)
         params, prologue, sig = [], [], []
         for p in self.func.params:
-            if isinstance(p, ir.Var):
+            if isinstance(p, ir.Var):  # declared in its own width (what the caller passes)
                 name = self.name(p.name)
-                self.env[p] = _V(name, self.calc(p.dtype), 1, p.dtype)
-                sig.append(f"const {self.calc(p.dtype)} {name}")
+                self.env[p] = _V(
+                    name, _CTYPE[p.dtype] if p.dtype in _CTYPE else self.calc(p.dtype), 1, p.dtype
+                )
+                sig.append(f"const {self.env[p].ctype} {name}")
             else:
                 name, t = self.name(p.name), _CTYPE[p.dtype]
                 self.names |= {f"{name}_base", f"{name}_off"}

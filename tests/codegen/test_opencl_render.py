@@ -90,11 +90,11 @@ __kernel __attribute__((reqd_work_group_size(16, 1, 1))) void tile_reverse(
   __global float *restrict A = (__global float *)((__global char *)A_base + A_off);
   __global float *restrict B = (__global float *)((__global char *)B_base + B_off);
   __local float S[64];
-  const long g = (long)get_group_id(0);
-  const long t = (long)get_local_id(0);
-  vstore4(vload4(0, A + ((g * 64L) + (t * 4L))), 0, S + (t * 4L));
+  const int g = (int)get_group_id(0);
+  const int t = (int)get_local_id(0);
+  vstore4(vload4(0, A + ((g * 64) + (t * 4))), 0, S + (t * 4));
   barrier(CLK_LOCAL_MEM_FENCE);
-  vstore4(vload4(0, S + (60L - (t * 4L))) * ((float4)2.0f), 0, B + ((g * 64L) + (t * 4L)));
+  vstore4(vload4(0, S + (60 - (t * 4))) * ((float4)2.0f), 0, B + ((g * 64) + (t * 4)));
 }
 """
 
@@ -104,6 +104,31 @@ def test_text_of_a_shared_memory_kernel():
     assert k.source == TILE_REVERSE
     assert (k.name, k.global_size, k.local_size) == ("tile_reverse", (64,), (16,))
     assert k.params == (("A", "float32"), ("B", "float32"))
+
+
+def test_index_math_is_32_bit_and_floor_division_of_indices_is_plain():
+    """Buffers under 2**31 elements: int64 index math renders as int (GPUs emulate 64-bit
+    multiply and divide); // and % of a provably non-negative index by a positive constant
+    are C's / and %; a negative dividend keeps the floor helper."""
+    A = Buffer("A", (64,))
+    i = Var("i")
+    body = Store(A, i, Cast("float32", (i // 8) * 10 + (i % 8) + (i - 70) // 8))
+    k = render_opencl(LoopFunc("idx", (A,), For(i, Const(0), Const(64), LT, body, "local.x")))
+    assert "(i / 8)" in k.source and "(i % 8)" in k.source
+    assert "tir_floordiv_int(i - 70, 8)" in k.source
+    assert "long" not in k.source.replace("ulong", "")
+    (out,), _ = run_gpu_kernel(k, [np.full(64, np.nan, np.float32)])
+    want = [(j // 8) * 10 + j % 8 + (j - 70) // 8 for j in range(64)]
+    np.testing.assert_array_equal(out, np.array(want, np.float32))
+
+
+def test_64_bit_integer_buffers_keep_64_bit_index_math():
+    A = Buffer("A", (8,), "int64")
+    i = Var("i")
+    k = render_opencl(LoopFunc("wide", (A,), For(i, Const(0), Const(8), LT, Store(A, i, i * 3), "local.x")))
+    assert "const long i = (long)get_local_id(0);" in k.source
+    (out,), _ = run_gpu_kernel(k, [np.zeros(8, np.int64)])
+    np.testing.assert_array_equal(out, np.arange(8) * 3)
 
 
 def test_shared_memory_kernel_runs():
@@ -272,7 +297,7 @@ def test_half_storage_without_fp16():
     )
     func = LoopFunc("half_io", (A, B), For(i, Const(0), Const(16), LT, st, "local.x"))
     src = render_opencl(func, get_profile("pocl")).source
-    assert "vload_half4(0, A + (i * 4L))" in src and "vstore_half4(" in src and "cl_khr_fp16" not in src
+    assert "vload_half4(0, A + (i * 4))" in src and "vstore_half4(" in src and "cl_khr_fp16" not in src
     (b,) = run(func, [x], [((64,), "float16")])
     np.testing.assert_array_equal(b, (x.astype(np.float32) * 2 + 1).astype(np.float16))
 
@@ -285,7 +310,7 @@ def test_fp16_profile_computes_in_half():
     assert "#pragma OPENCL EXTENSION cl_khr_fp16 : enable" in src
     assert (
         "__global half *restrict B" in src
-        and "B[(b * 16L) + t] = exp(A[(b * 16L) + t]) * ((half)2.0f);" in src
+        and "B[(b * 16) + t] = exp(A[(b * 16) + t]) * ((half)2.0f);" in src
     )
     assert "vload_half" not in src
 
@@ -396,7 +421,7 @@ def test_vectorized_loop_becomes_float4():
 
     func = LoopFunc("vec4", (A, B), grid(32, 8, vec))
     src = render_opencl(func).source
-    base = "((b * 32L) + (t * 4L))"
+    base = "((b * 32) + (t * 4))"
     assert f"vstore4(vload4(0, A + {base}) * ((float4)3.0f), 0, B + {base});" in src
     (b,) = run(func, [x], [((128,), "float32")])
     np.testing.assert_allclose(b, x * 3, rtol=1e-6)
