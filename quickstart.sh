@@ -6,7 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-APT_PACKAGES=(qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross lld-14 llvm-14)   # ARM64 cross build + qemu runs
+APT_PACKAGES=(qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross lld-14 llvm-14   # ARM64 cross build + qemu runs
+              pocl-opencl-icd ocl-icd-libopencl1 clang-15)   # OpenCL on the CPU (tests); clang builds the OpenCL host runtime
 VENV=.venv
 PY=${PYTHON:-python3}
 
