@@ -52,6 +52,15 @@ def _tile_acc(acc: Stage, vec: int, dense: bool) -> None:
     acc.vectorize(ajv)
 
 
+def _default_pixels(profile, rows: int, width: int) -> int:
+    """Pixels per work-item: as many as 4 (register reuse of each weight vector) while the
+    work-items still fill the device (128 per compute unit); small late layers get 1."""
+    for p in (4, 2):
+        if p <= width and rows * -(-width // p) >= 128 * profile.compute_units:
+            return p
+    return 1
+
+
 @register_schedule("conv2d_nchwc", "opencl")
 def schedule_conv_nchwc_gpu(s: Schedule, outputs: Sequence[Tensor], target: Any) -> None:
     """The register-tiled direct convolution (module docstring).
@@ -68,15 +77,19 @@ def schedule_conv_nchwc_gpu(s: Schedule, outputs: Sequence[Tensor], target: Any)
     dense = len(acc.op.reduce_axis) == 4
     lanes = VECTOR if j.extent % VECTOR == 0 else 1
     vec = knob("vector", sorted({1, lanes}), lanes)
-    pixels = knob("ow_tile", [p for p in (1, 2, 4, 8) if p <= max(ow.extent, 1)], min(4, ow.extent))
     blocks = [d for d in (1, 2, 4) if m.extent % d == 0] if dense else [1]
     mb = knob("oc_blocks", blocks, 1)
+    choices = [p for p in (1, 2, 4, 8) if p <= max(ow.extent, 1)]
+    rows = b.extent * m.extent // mb * oh.extent
+    pixels = knob("ow_tile", choices, _default_pixels(profile, rows, ow.extent))
     mo, mi = y.split(m, factor=mb)
     wo, wi = y.split(ow, factor=pixels)
     jo, jv = y.split(j, factor=vec)
     y.reorder(b, mo, oh, wo, mi, wi, jo, jv)
     fused = y.fuse(b, mo, oh, wo)
-    group = knob("work_group", group_choices(profile, fused.extent), default_group(profile, fused.extent, 64))
+    # the choices must not depend on other knobs (a sampled config is checked against them)
+    most = b.extent * m.extent * oh.extent * ow.extent
+    group = knob("work_group", group_choices(profile, most), default_group(profile, fused.extent, 64))
     _, local = bind_flat(y, fused, group)
     for axis in (mi, wi, jo):
         y.unroll(axis)
