@@ -99,10 +99,12 @@ def torch_runner(model, feeds: dict[str, np.ndarray]):
     import torch.nn.functional as F
 
     dev = torch.device("cuda")
-    consts = {
-        t.name: torch.from_numpy(onnx.numpy_helper.to_array(t).copy()).to(dev)
-        for t in model.graph.initializer
-    }
+
+    def const(t):  # integer constants are shapes and axes: kept on the host (no device sync)
+        a = torch.from_numpy(onnx.numpy_helper.to_array(t).copy())
+        return a if a.dtype == torch.int64 else a.to(dev)
+
+    consts = {t.name: const(t) for t in model.graph.initializer}
     inputs = {k: torch.from_numpy(v).to(dev) for k, v in feeds.items()}
     nodes = list(model.graph.node)
     outputs = [o.name for o in model.graph.output]
