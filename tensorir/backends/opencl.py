@@ -1,13 +1,13 @@
 """The OpenCL backend: GPU kernels as OpenCL C, host code native, in one shared library.
 
-    codegen   every GPU kernel's loop IR -> OpenCL C (codegen/opencl.py; TIR_DUMP_DIR gets
-              each .cl), the kernels without a GPU schedule -> one LLVM object for the CPU
-    package   + the static C runtime that dlopens libOpenCL.so, builds the embedded
-              program (binary cache), uploads the weights once and enqueues the plan
-              (runtime/opencl/tir_opencl.c, codegen/opencl_package.py), linked by ld.lld
-    load      built for this machine: runtime/opencl_module.py (through the C entry
-              points, on this machine's OpenCL device); for another: an export-only Artifact
-    jit       one kernel through pyopencl on the device present (runtime/opencl_device.py)
+codegen   every GPU kernel's loop IR -> OpenCL C (codegen/opencl.py; TIR_DUMP_DIR gets
+          each .cl), the kernels without a GPU schedule -> one LLVM object for the CPU
+package   + the static C runtime that dlopens libOpenCL.so, builds the embedded
+          program (binary cache), uploads the weights once and enqueues the plan
+          (runtime/opencl/tir_opencl.c, codegen/opencl_package.py), linked by ld.lld
+load      built for this machine: runtime/opencl_module.py (through the C entry
+          points, on this machine's OpenCL device); for another: an export-only Artifact
+jit       one kernel through pyopencl on the device present (runtime/opencl_device.py)
 """
 
 from __future__ import annotations
@@ -149,4 +149,3 @@ def _stage(name: str):
     from tensorir import debug
 
     return debug.stage(name)
-

@@ -309,8 +309,7 @@ def test_fp16_profile_computes_in_half():
     src = render_opencl(func, get_profile("adreno640")).source
     assert "#pragma OPENCL EXTENSION cl_khr_fp16 : enable" in src
     assert (
-        "__global half *restrict B" in src
-        and "B[(b * 16) + t] = exp(A[(b * 16) + t]) * ((half)2.0f);" in src
+        "__global half *restrict B" in src and "B[(b * 16) + t] = exp(A[(b * 16) + t]) * ((half)2.0f);" in src
     )
     assert "vload_half" not in src
 
