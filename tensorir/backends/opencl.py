@@ -40,7 +40,7 @@ class Rendered:
 
 def _profile(target: Target) -> Any:
     """The device profile templates and the renderer read ('opencl': the device present,
-    falling back to a generic profile when this machine has none, e.g. a cross build)."""
+    queried; a cross build names its profile, e.g. android-arm64+opencl:adreno640)."""
     return target.device_profile()
 
 
