@@ -11,19 +11,17 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import subprocess
 from pathlib import Path
 
 from tensorir import config, debug
 from tensorir.codegen.entry import entry_ir
-from tensorir.codegen.link import find_tool, link_shared
+from tensorir.codegen.link import link_shared, weights_object
 from tensorir.codegen.llvm import LLVM_LOCK, build_ir, emit_object, optimize, parse_ir, target_machine
 from tensorir.codegen.parallel import runtime_ir
 from tensorir.compiler import LIB_NAME, Build
 from tensorir.errors import TirError
 
 WEIGHTS_FILE = "weights.bin"
-_LD_EMULATION = {"x86_64": "elf_x86_64", "aarch64": "aarch64linux"}
 
 
 def kernels_object(build: Build) -> bytes:
@@ -58,23 +56,6 @@ def _entry_object(build: Build, embedded: bool) -> bytes:
         mod.link_in(parse_ir(runtime_ir(build.target), "tir_runtime"))
         optimize(mod, build.target)
         return target_machine(build.target).emit_object(mod)
-
-
-def _weights_object(blob: Path, arch: str) -> Path:
-    """`ld.lld -r -b binary`: the blob as data with _binary_weights_bin_start/_end symbols."""
-    obj = blob.with_suffix(".o")
-    ld = find_tool("ld.lld", "lld-14")
-    cmd = [ld, "-m", _LD_EMULATION[arch], "-r", "-b", "binary", blob.name, "-o", obj.name]
-    _check(subprocess.run(cmd, cwd=blob.parent, capture_output=True, text=True), "ld.lld -b binary")
-    objcopy = find_tool("llvm-objcopy", "llvm-14")
-    cmd = [objcopy, "--set-section-alignment=.data=64", str(obj)]
-    _check(subprocess.run(cmd, capture_output=True, text=True), "llvm-objcopy")
-    return obj
-
-
-def _check(p: subprocess.CompletedProcess, what: str) -> None:
-    if p.returncode != 0:
-        raise TirError(f"{what} failed: {p.stderr.strip()[-1000:]}")
 
 
 def c_header(build: Build) -> str:
@@ -143,7 +124,7 @@ def write_artifact(build: Build, kernels: Path, out: Path, weights: str = "embed
     blob = out / WEIGHTS_FILE
     blob.write_bytes(build.weights)
     if embedded:
-        objects.append(_weights_object(blob, build.target.arch))
+        objects.append(weights_object(blob, build.target.arch))
     with debug.stage("link"):
         link_shared(objects, build.target, out / LIB_NAME)
     for o in objects:

@@ -178,6 +178,25 @@ def link_shared(
     return out
 
 
+_LD_EMULATION = {"x86_64": "elf_x86_64", "aarch64": "aarch64linux"}
+
+
+def weights_object(blob: Path, arch: str) -> Path:
+    """`ld.lld -r -b binary`: the file `blob` as an ELF object of data, its .data aligned to
+    64 bytes, with symbols named after the file (weights.bin -> _binary_weights_bin_start)."""
+    if arch not in _LD_EMULATION:
+        raise TirError(f"no ld.lld emulation for {arch}")
+    obj = blob.with_suffix(".o")
+    ld = find_tool("ld.lld", "lld-14")
+    _run(
+        [ld, "-m", _LD_EMULATION[arch], "-r", "-b", "binary", blob.name, "-o", obj.name],
+        "ld.lld",
+        cwd=blob.parent,
+    )
+    _run([find_tool("llvm-objcopy", "llvm-14"), "--set-section-alignment=.data=64", str(obj)], "llvm-objcopy")
+    return obj
+
+
 def emit_object_file(
     funcs: ir.LoopFunc | Sequence[ir.LoopFunc], target: Target | str, out: str | Path
 ) -> Path:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from tensorir import config
-from tensorir.codegen.link import defined_symbols, find_tool, link_shared
+from tensorir.codegen.link import defined_symbols, find_tool, link_shared, weights_object
 from tensorir.errors import TirError
 from tensorir.plan import Arg, Copy, GpuKernel, KernelCall
 from tensorir.runtime.opencl import PLAN_HEADER, RUNTIME_DIR, RUNTIME_SOURCE
@@ -36,7 +36,6 @@ from tensorir.target import Target
 
 WEIGHTS_FILE = "weights.bin"
 _BLOB = "tir_weights.bin"  # ld -b binary names its symbols after the file: _binary_tir_weights_bin_*
-_LD_EMULATION = {"x86_64": "elf_x86_64", "aarch64": "aarch64linux"}
 _KINDS = {"input": "TIR_INPUT", "output": "TIR_OUTPUT", "weight": "TIR_WEIGHT", "workspace": "TIR_WORKSPACE"}
 _CFLAGS = ("-ffreestanding", "-nostdinc", "-fno-stack-protector", "-fPIC", "-O2", "-fvisibility=hidden")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -226,20 +225,9 @@ def runtime_object(target: Target) -> Path:
 
 
 def _weights_object(blob: bytes, arch: str, tmp: Path) -> Path:
-    """The blob as an ELF object (`ld.lld -r -b binary`), its .data aligned to 64 bytes."""
-    if arch not in _LD_EMULATION:
-        raise TirError(f"no ld.lld emulation for {arch}")
+    """The blob as an ELF object with _binary_tir_weights_bin_* symbols (link.weights_object)."""
     (tmp / _BLOB).write_bytes(blob or bytes(64))
-    obj = tmp / "tir_weights.o"
-    ld = find_tool("ld.lld", "lld-14")
-    for cmd in (
-        [ld, "-m", _LD_EMULATION[arch], "-r", "-b", "binary", _BLOB, "-o", obj.name],
-        [find_tool("llvm-objcopy", "llvm-14"), "--set-section-alignment=.data=64", obj.name],
-    ):
-        p = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True)
-        if p.returncode != 0:
-            raise TirError(f"{Path(cmd[0]).name} failed: {p.stderr.strip()[-1000:]}")
-    return obj
+    return weights_object(tmp / _BLOB, arch)
 
 
 def write_opencl_library(
