@@ -531,7 +531,15 @@ class _Renderer:
             ids = f"({ct}){_id_call(s.thread)}"
             zero = isinstance(s.start, ir.Const) and s.start.value == 0
             self.emit(f"const {ct} {name} = {ids if zero else self.expr(s.start).text + ' + ' + ids};")
-            return self.bind(s.var, _V(name, ct, 1, s.var.dtype), s.body, self.is_nonneg(s.start))
+            short = int(s.extent.value) < self.launch[s.thread]  # a smaller nest beside a larger one
+            if short:
+                self.emit(f"if ({_id_call(s.thread)} < {int(s.extent.value)}) {{")
+                self.depth += 1
+            self.bind(s.var, _V(name, ct, 1, s.var.dtype), s.body, self.is_nonneg(s.start))
+            if short:
+                self.depth -= 1
+                self.emit("}")
+            return None
         if s.kind is ir.ForKind.VECTORIZED:
             res = vectorize_loop(s)
             if not isinstance(res, ir.For):
@@ -610,7 +618,7 @@ def _id_call(tag: str) -> str:
 
 
 def _launch(func: ir.LoopFunc) -> dict[str, int]:
-    """Extent per thread tag over the whole function (each tag has one constant extent)."""
+    """Launch extent per thread tag: the largest loop bound to it (smaller nests are guarded)."""
     out: dict[str, int] = {}
     for n in walk(func.body):
         if not (isinstance(n, ir.For) and n.kind in (ir.ForKind.GPU_BLOCK, ir.ForKind.GPU_THREAD)):
@@ -619,9 +627,13 @@ def _launch(func: ir.LoopFunc) -> dict[str, int]:
             raise TirError(f"GPU loop {n.var.name!r} has no valid thread tag ({n.thread!r})")
         if not isinstance(n.extent, ir.Const):
             raise TirError(f"GPU loop {n.var.name!r} ({n.thread}) needs a constant extent")
-        ext = int(n.extent.value)
-        if out.setdefault(n.thread, ext) != ext:
-            raise TirError(f"{n.thread} is bound with extents {out[n.thread]} and {ext}")
+        out[n.thread] = max(out.get(n.thread, 0), int(n.extent.value))
+    if any(isinstance(n, ir.Barrier) for n in walk(func.body)):
+        for n in walk(func.body):  # a barrier must be reached by every work-item of a group
+            if isinstance(n, ir.For) and n.kind is ir.ForKind.GPU_THREAD and n.extent.value != out[n.thread]:
+                raise TirError(
+                    f"{n.thread} is bound with extents {out[n.thread]} and {n.extent.value} around a barrier"
+                )
     return dict(sorted(out.items()))
 
 
@@ -635,7 +647,10 @@ def _geometry(launch: dict[str, int]) -> tuple[tuple[int, ...], tuple[int, ...]]
 
 def render_opencl(func: ir.LoopFunc, profile: DeviceProfile | None = None) -> GpuKernel:
     """OpenCL C for `func` and its launch geometry; checked against `profile`'s limits."""
-    kernel = _Renderer(func, profile).render()
+    try:
+        kernel = _Renderer(func, profile).render()
+    except TirError as e:
+        raise TirError(f"kernel {func.name}: {e}") from e
     dump_kernel(kernel)
     return kernel
 

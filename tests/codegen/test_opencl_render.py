@@ -157,13 +157,30 @@ def test_two_dimensional_launch_and_limits():
     render_opencl(big, get_profile("adreno640"))
 
 
-def test_inconsistent_tag_extents_are_an_error():
+def test_nests_of_different_extents_share_the_launch_and_the_smaller_is_guarded():
+    """A multi-output kernel (e.g. Split) has one nest per output: the launch is the
+    largest, and work-items past a smaller nest's extent skip it."""
+    A, B = Buffer("A", (64,)), Buffer("B", (16,))
+    t = Var("t")
+    a = For(t, Const(0), Const(64), LT, Store(A, t, Cast("float32", t)), "local.x")
+    b = For(t, Const(0), Const(16), LT, Store(B, t, Cast("float32", t * 2)), "local.x")
+    func = LoopFunc("two_nests", (A, B), Seq((a, b)))
+    k = render_opencl(func)
+    assert k.local_size == (64,) and "if (get_local_id(0) < 16) {" in k.source
+    got_a, got_b = run(func, [], [((64,), "float32"), ((16,), "float32")])
+    np.testing.assert_array_equal(got_a, np.arange(64))
+    np.testing.assert_array_equal(got_b, np.arange(16) * 2)
+
+
+def test_different_local_extents_around_a_barrier_are_an_error():
     A = Buffer("A", (64,))
     t = Var("t")
     a = For(t, Const(0), Const(16), LT, Store(A, t, Const(0.0, "float32")), "local.x")
     b = For(t, Const(0), Const(32), LT, Store(A, t, Const(1.0, "float32")), "local.x")
-    with pytest.raises(TirError, match="local.x is bound with extents 16 and 32"):
-        render_opencl(LoopFunc("bad", (A,), Seq((a, b))))
+    with pytest.raises(
+        TirError, match="kernel bad: local.x is bound with extents 32 and 16 around a barrier"
+    ):
+        render_opencl(LoopFunc("bad", (A,), Seq((a, Barrier(), b))))
 
 
 # ---- numeric: expressions --------------------------------------------------------------

@@ -21,6 +21,7 @@ CASES = [
     ("add", [(2, 3, 5, 4), (3, 1, 4)], {}),
     ("transpose", [(3, 5, 7)], {"perm": (2, 0, 1)}),
     ("concat", [(2, 3, 4), (2, 5, 4)], {"axis": 1}),
+    ("split", [(1, 10, 6, 4)], {"axis": 1, "sizes": (3, 7)}),  # two nests of unequal launch
     ("softmax", [(6, 10)], {"axis": -1}),
     ("reduce_mean", [(1, 16, 7, 7)], {"axes": (2, 3), "keepdims": 1}),
     ("layer_norm", [(4, 32), (32,), (32,)], {"axis": -1}),
@@ -64,7 +65,7 @@ def test_default_config_matches_reference(op: str, shapes: list, attrs: dict) ->
     assert _run(op, shapes, attrs, None) < 1e-4
 
 
-@pytest.mark.parametrize("op, shapes, attrs", [CASES[9], *CASES[-3:]], ids=["dense", "conv", "conv1x1", "dw"])
+@pytest.mark.parametrize("op, shapes, attrs", [CASES[10], *CASES[-3:]], ids=["dense", "conv", "conv1x1", "dw"])
 def test_random_configs_match_reference(op: str, shapes: list, attrs: dict) -> None:
     space = kernel_space(op, [TensorType(s) for s in shapes], attrs, GPU)
     rng = random.Random(1)
