@@ -9,8 +9,10 @@ call says where its tensor lives:
     Arg("workspace", off) byte offset into the one workspace the memory plan laid out
 
 A call runs on the CPU (an LLVM kernel, called by symbol) or on the GPU (an OpenCL kernel,
-`GpuKernel`); a backend that has both inserts the transfers between them. Graph outputs
-that no kernel writes (a view of an input, ...) are `Copy`s at the end.
+`GpuKernel`); a backend that has both inserts the transfers between them. A GPU kernel
+may read a weight as an image (`ImageParam`): the runtime makes it from the weight's bytes
+once, at load. Graph outputs that no kernel writes (a view of an input, ...) are `Copy`s
+at the end.
 """
 
 from __future__ import annotations
@@ -49,14 +51,32 @@ class Copy:
 
 
 @dataclass(frozen=True)
+class ImageParam:
+    """Kernel parameter `index` is a read-only `image2d_t` of `width` x `height` RGBA texels,
+    channel type "float" (CL_FLOAT) or "half" (CL_HALF_FLOAT), made from the argument's
+    row-major bytes: texel (x, y) = elements [4*(y*width + x), +4)."""
+
+    index: int
+    width: int
+    height: int
+    channel_type: str = "float"
+
+
+@dataclass(frozen=True)
 class GpuKernel:
     """One OpenCL kernel, rendered: `source` defines `__kernel void <name>(...)` whose
     parameters are, for each loop-function buffer in order, `__global T *P_base` and
-    `const ulong P_off` (a byte offset into P_base); launched over `global_size` work-items
-    in groups of `local_size` (same length, 1 to 3 dimensions)."""
+    `const ulong P_off` (a byte offset into P_base), or for a buffer in `images` one
+    `__read_only image2d_t P`; launched over `global_size` work-items in groups of
+    `local_size` (same length, 1 to 3 dimensions)."""
 
     name: str
     source: str
     global_size: tuple[int, ...]
     local_size: tuple[int, ...]
     params: tuple[tuple[str, str], ...]  # (buffer name, dtype) in call order
+    images: tuple[ImageParam, ...] = ()
+
+    def image(self, index: int) -> ImageParam | None:
+        """The image of parameter `index`, None for a buffer or scalar."""
+        return next((im for im in self.images if im.index == index), None)

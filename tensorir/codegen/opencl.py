@@ -26,132 +26,40 @@ TIR_DUMP_DIR writes each kernel to `<dir>/opencl/<name>.cl`.
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from tensorir import config
+from tensorir.codegen.opencl_c import (
+    BYTES,
+    CTYPE,
+    HELPERS,
+    MASK,
+    MATH,
+    RESERVED,
+    VEC,
+    bare,
+    c_float_lit,
+    c_int_lit,
+    contiguous,
+    geometry,
+    id_call,
+    lane_expr,
+    launch_extents,
+    narrow_indices,
+    symbol_name,
+    vt,
+)
+from tensorir.codegen.opencl_image import SAMPLER_DECL, ImageReads, image_param
 from tensorir.devices import DeviceProfile
 from tensorir.errors import TirError
 from tensorir.loop import ir
 from tensorir.loop.passes import vectorize_loop
 from tensorir.loop.simplify import simplify
 from tensorir.loop.visitor import walk
-from tensorir.plan import GpuKernel
-
-_CTYPE = {"bool": "uchar", "int8": "char", "int16": "short", "int32": "int", "int64": "long"}
-_CTYPE |= {"uint8": "uchar", "uint16": "ushort", "uint32": "uint", "uint64": "ulong"}
-_CTYPE |= {"float16": "half", "float32": "float", "float64": "double"}
-_BYTES = {"char": 1, "uchar": 1, "short": 2, "ushort": 2, "half": 2, "int": 4, "uint": 4}
-_BYTES |= {"float": 4, "long": 8, "ulong": 8, "double": 8}
-_MASK = {1: "char", 2: "short", 4: "int", 8: "long"}  # vector comparison results by element size
-_VEC = (2, 3, 4, 8, 16)
-_MATH = {n: n for n in ("exp", "log", "sqrt", "tanh", "erf", "floor", "ceil", "fma", "pow", "sin", "cos")}
-_MATH["round"] = "rint"  # round half to even, as numpy and the LLVM backend
-_INT_LIT = {"int64": "L", "uint64": "UL", "uint32": "u", "int32": ""}
-_RESERVED = set("auto break case char const continue default do double else enum extern float for goto if "
-                "inline int long register restrict return short signed sizeof static struct switch typedef "
-                "union unsigned void volatile while half bool uchar ushort uint ulong kernel global local "
-                "constant private select min max abs fabs exp log sqrt tanh erf floor ceil rint fma pow "
-                "sin cos barrier round rsqrt trunc sign clamp mix step dot cross length normalize mad "
-                "hypot fmod remainder exp2 exp10 log2 log10 log1p expm1 cbrt atan atan2 asin acos sinh "
-                "cosh erfc lgamma tgamma copysign nan ldexp frexp modf fract rootn pown powr fdim fmin "
-                "fmax rotate popcount clz any all isnan isinf isfinite signbit bitselect shuffle "
-                "degrees radians smoothstep upsample mad24 mul24 hadd rhadd tan asinh acosh atanh "
-                "sincos logb ilogb nextafter printf".split())  # fmt: skip
-_HELPERS = {
-    "floordiv": "{{ {T} r = a % b; return (r != 0 && (r ^ b) < 0) ? a / b - 1 : a / b; }}",
-    "floordiv_v": "{{ {T} r = a % b; return a / b + ((r != ({T})0) & ((r ^ b) < ({T})0)); }}",
-    "floormod": "{{ {T} r = a % b; return (r != 0 && (r ^ b) < 0) ? r + b : r; }}",
-    "floormod_v": "{{ {T} r = a % b; return select(r, r + b, (r != ({T})0) & ((r ^ b) < ({T})0)); }}",
-    "ffloormod": "{{ return a - floor(a / b) * b; }}",
-    "fmin": "{{ return a < b ? a : b; }}",
-    "fmin_v": "{{ return select(b, a, a < b); }}",
-    "fmax": "{{ return a > b ? a : b; }}",
-    "fmax_v": "{{ return select(b, a, a > b); }}",
-}
-
-
-def symbol_name(name: str) -> str:
-    """A C identifier for a kernel name (the rule of tensorir.codegen.llvm.symbol_name)."""
-    s = re.sub(r"\W", "_", name)
-    return s if s and not s[0].isdigit() else f"_{s}"
-
-
-def _vt(ctype: str, lanes: int) -> str:
-    return ctype if lanes == 1 else f"{ctype}{lanes}"
-
-
-def _bare(text: str) -> str:
-    """`text` without one pair of enclosing parentheses."""
-    if not (text.startswith("(") and text.endswith(")")):
-        return text
-    depth = 0
-    for i, ch in enumerate(text):
-        depth += {"(": 1, ")": -1}.get(ch, 0)
-        if depth == 0 and i < len(text) - 1:
-            return text
-    return text[1:-1]
-
-
-def _lane(e: ir.Expr, k: int) -> ir.Expr:
-    """The scalar expression computing lane `k` of vector expression `e`."""
-    if e.lanes == 1:
-        return e
-    if isinstance(e, ir.Ramp):
-        return simplify(ir.BinOp("+", e.base, ir.BinOp("*", e.stride, ir.Const(k, e.stride.dtype))))
-    if isinstance(e, ir.Broadcast):
-        return e.value
-    new = {}
-    for f in fields(e):
-        v = getattr(e, f.name)
-        if isinstance(v, ir.Expr):
-            new[f.name] = _lane(v, k)
-        elif isinstance(v, tuple):
-            new[f.name] = tuple(_lane(x, k) for x in v)
-    return replace(e, **new)
-
-
-def _float_lit(value: float, dtype: str) -> str:
-    if dtype == "float64":
-        if np.isnan(value):
-            return "((double)NAN)"
-        if np.isinf(value):
-            return f"({'-' if value < 0 else ''}(double)INFINITY)"
-        text, suffix = repr(float(value)), ""
-    else:
-        f = np.float32(np.float16(value) if dtype == "float16" else value)
-        if np.isnan(f):
-            return "NAN"
-        if np.isinf(f):
-            return "(-INFINITY)" if f < 0 else "INFINITY"
-        text, suffix = f"{float(f):.9g}", "f"
-    if not any(c in text for c in ".en"):
-        text += ".0"
-    return f"({text}{suffix})" if text.startswith("-") else text + suffix
-
-
-def _int_lit(value: int, dtype: str) -> str:
-    bits = {"8": 8, "16": 16, "32": 32, "64": 64}[re.sub(r"\D", "", dtype)]
-    v = int(value) & ((1 << bits) - 1)
-    if dtype.startswith("int") and v >= 1 << (bits - 1):
-        v -= 1 << bits
-    suffix = _INT_LIT.get(dtype)
-    if suffix is None:  # 8 and 16 bits: no literal suffix exists
-        return f"(({_CTYPE[dtype]}){v})"
-    if v == -(1 << (bits - 1)):
-        return f"(-{(1 << (bits - 1)) - 1}{suffix} - 1{suffix})"
-    return f"({v}{suffix})" if v < 0 else f"{v}{suffix}"
-
-
-def _narrow_indices(func: ir.LoopFunc) -> bool:
-    """Index arithmetic fits 32 bits: every buffer has < 2**31 elements and none holds 64-bit
-    integers (their values would then be computed as int too)."""
-    bufs = [p for p in func.params if isinstance(p, ir.Buffer)]
-    bufs += [n.buffer for n in walk(func.body) if isinstance(n, ir.Allocate)]
-    return all(b.size < 2**31 and b.dtype not in ("int64", "uint64") for b in bufs)
+from tensorir.plan import GpuKernel, ImageParam
 
 
 @dataclass(frozen=True)
@@ -178,14 +86,16 @@ class _Renderer:
         self.shared: list[str] = []
         self.shared_bytes = 0
         self.in_gpu = False
-        self.launch = _launch(func)
-        self.narrow = _narrow_indices(func)
+        self.launch = launch_extents(func)
+        self.narrow = narrow_indices(func)
         self.nonneg: set[ir.Var] = set()  # loop / id / let variables known to be >= 0
+        self.images: list[ImageParam] = []
+        self.image_reads = ImageReads(lambda e: bare(self.expr(e).text), self.helpers.setdefault, self.fp16)
 
     # ---- names and types --------------------------------------------------------------
     def name(self, base: str) -> str:
         s = symbol_name(base)
-        s = s + "_" if s in _RESERVED or s.startswith(("get_", "vload", "vstore", "convert_")) else s
+        s = s + "_" if s in RESERVED or s.startswith(("get_", "vload", "vstore", "convert_")) else s
         out, k = s, 1
         while out in self.names:
             out, k = f"{s}_{k}", k + 1
@@ -196,15 +106,15 @@ class _Renderer:
         """C type a value of `dtype` is computed in."""
         if dtype == "bool":
             return "int"
-        if dtype not in _CTYPE:
+        if dtype not in CTYPE:
             raise TirError(f"OpenCL codegen does not support dtype {dtype!r}")
         if dtype == "int64" and self.narrow:
             return "int"  # 32-bit index math (GPUs emulate 64-bit multiply and divide)
-        return "float" if dtype == "float16" and not self.fp16 else _CTYPE[dtype]
+        return "float" if dtype == "float16" and not self.fp16 else CTYPE[dtype]
 
     def int_lit(self, value: int, dtype: str) -> str:
         narrow = dtype == "int64" and self.narrow and -(2**31) < value < 2**31
-        return _int_lit(value, "int32" if narrow else dtype)
+        return c_int_lit(value, "int32" if narrow else dtype)
 
     def is_nonneg(self, e: ir.Expr) -> bool:
         """`e` is provably >= 0: loop and work-item variables, non-negative constants, and
@@ -219,16 +129,16 @@ class _Renderer:
 
     def mem(self, buf: ir.Buffer) -> str:
         """C element type of `buf` in memory."""
-        return self.calc(buf.dtype) if buf.scope != "global" and buf.dtype == "float16" else _CTYPE[buf.dtype]
+        return self.calc(buf.dtype) if buf.scope != "global" and buf.dtype == "float16" else CTYPE[buf.dtype]
 
     def half_io(self, buf: ir.Buffer) -> bool:
         return buf.dtype == "float16" and not self.fp16 and buf.scope == "global"
 
     def helper(self, kind: str, ctype: str, lanes: int) -> str:
-        t = _vt(ctype, lanes)
+        t = vt(ctype, lanes)
         name = f"tir_{kind}_{t}"
         if name not in self.helpers:
-            body = _HELPERS.get(kind + ("_v" if lanes > 1 else ""), _HELPERS.get(kind, ""))
+            body = HELPERS.get(kind + ("_v" if lanes > 1 else ""), HELPERS.get(kind, ""))
             self.helpers[name] = f"static inline {t} {name}({t} a, {t} b) " + body.format(T=t)
         return name
 
@@ -252,7 +162,7 @@ class _Renderer:
         if dt == "bool":
             return _V("1" if e.value else "0", ct, 1, dt)
         if dt.startswith("float"):
-            text = _float_lit(float(e.value), dt)
+            text = c_float_lit(float(e.value), dt)
             return _V(f"((half){text})" if ct == "half" else text, ct, 1, dt)
         return _V(self.int_lit(int(e.value), dt), ct, 1, dt)
 
@@ -261,14 +171,14 @@ class _Renderer:
             return v
         if v.lanes != 1:
             raise TirError(f"cannot combine a {v.lanes}-lane and a {n}-lane vector")
-        text = f"(-({_bare(v.text)}))" if v.dtype == "bool" else v.text
+        text = f"(-({bare(v.text)}))" if v.dtype == "bool" else v.text
         return _V(f"(({v.ctype}{n}){text})", v.ctype, n, v.dtype)
 
     def mask_to(self, v: _V, ctype: str) -> _V:
         """A bool vector as a mask of element type `ctype`."""
         if v.lanes == 1 or v.ctype == ctype:
             return v
-        return _V(f"convert_{ctype}{v.lanes}({_bare(v.text)})", ctype, v.lanes, v.dtype)
+        return _V(f"convert_{ctype}{v.lanes}({bare(v.text)})", ctype, v.lanes, v.dtype)
 
     def pair(self, a: ir.Expr, b: ir.Expr) -> tuple[_V, _V, int]:
         va, vb = self.expr(a), self.expr(b)
@@ -283,7 +193,7 @@ class _Renderer:
 
     def _e_Ramp(self, e: ir.Ramp) -> _V:
         n, ct = e.count, self.calc(e.dtype)
-        if n not in _VEC:
+        if n not in VEC:
             raise TirError(f"a {n}-lane ramp has no OpenCL vector type")
         step = self.expr(e.stride).text
         if isinstance(e.stride, ir.Const):
@@ -311,7 +221,7 @@ class _Renderer:
             return _V(f"({a.text} {op.replace('//', '/')} {b.text})", ct, n, dt)  # C's = floor's here
         if op in ("//", "%") and (signed or isfloat):
             kind = "ffloormod" if isfloat else {"//": "floordiv", "%": "floormod"}[op]
-            return _V(f"{self.helper(kind, ct, n)}({_bare(a.text)}, {_bare(b.text)})", ct, n, dt)
+            return _V(f"{self.helper(kind, ct, n)}({bare(a.text)}, {bare(b.text)})", ct, n, dt)
         if op not in ("+", "-", "*", "/", "//", "%", "&", "|", "^"):
             raise TirError(f"binary operator {e.op!r} is not defined for {dt}")
         text = f"({a.text} {op.replace('//', '/')} {b.text})"
@@ -321,7 +231,7 @@ class _Renderer:
 
     def _e_Cmp(self, e: ir.Cmp) -> _V:
         a, b, n = self.pair(e.a, e.b)
-        mask = "int" if n == 1 else _MASK[_BYTES[a.ctype]]
+        mask = "int" if n == 1 else MASK[BYTES[a.ctype]]
         return _V(f"({a.text} {e.op} {b.text})", mask, n, "bool")
 
     def _e_Not(self, e: ir.Not) -> _V:
@@ -332,16 +242,16 @@ class _Renderer:
         c = self.to_bool(self.expr(e.cond))
         a, b, n = self.pair(e.a, e.b)
         if c.lanes == 1:
-            return _V(f"({_bare(c.text)} ? {a.text} : {b.text})", a.ctype, n, a.dtype)
-        c = self.mask_to(self.splat(c, n), _MASK[_BYTES[a.ctype]])
-        return _V(f"select({_bare(b.text)}, {_bare(a.text)}, {_bare(c.text)})", a.ctype, n, a.dtype)
+            return _V(f"({bare(c.text)} ? {a.text} : {b.text})", a.ctype, n, a.dtype)
+        c = self.mask_to(self.splat(c, n), MASK[BYTES[a.ctype]])
+        return _V(f"select({bare(b.text)}, {bare(a.text)}, {bare(c.text)})", a.ctype, n, a.dtype)
 
     def to_bool(self, v: _V) -> _V:
         if v.dtype == "bool":
             return v
         if v.lanes == 1:
             return _V(f"({v.text} != 0)", "int", 1, "bool")
-        return _V(f"({v.text} != ({v.ctype}{v.lanes})0)", _MASK[_BYTES[v.ctype]], v.lanes, "bool")
+        return _V(f"({v.text} != ({v.ctype}{v.lanes})0)", MASK[BYTES[v.ctype]], v.lanes, "bool")
 
     def _e_Cast(self, e: ir.Cast) -> _V:
         return self.cast(self.expr(e.value), e.dtype)
@@ -354,7 +264,7 @@ class _Renderer:
         ct, n = self.calc(dtype), v.lanes
         if ct == v.ctype and v.dtype != "bool":
             return _V(v.text, ct, n, dtype)
-        src = f"-({_bare(v.text)})" if v.dtype == "bool" and n > 1 else _bare(v.text)
+        src = f"-({bare(v.text)})" if v.dtype == "bool" and n > 1 else bare(v.text)
         text = f"(({ct})({src}))" if n == 1 else f"convert_{ct}{n}({src})"
         return _V(text, ct, n, dtype)
 
@@ -363,7 +273,7 @@ class _Renderer:
         n = max(a.lanes for a in args)
         args = [self.splat(a, n) for a in args]
         x, dt, ct = args[0], args[0].dtype, args[0].ctype
-        texts = ", ".join(_bare(a.text) for a in args)
+        texts = ", ".join(bare(a.text) for a in args)
         if e.name == "abs" and not dt.startswith("float"):
             if not dt.startswith("int"):
                 return x
@@ -377,8 +287,8 @@ class _Renderer:
             text = f"({one} / ({one} + exp(-{x.text})))"
         elif e.name == "rsqrt":
             text = f"({one} / sqrt({texts}))"
-        elif e.name in _MATH:
-            text = f"{_MATH[e.name]}({texts})"
+        elif e.name in MATH:
+            text = f"{MATH[e.name]}({texts})"
         else:
             raise TirError(f"unknown math function {e.name!r}; known: {', '.join(ir.INTRINSICS)}")
         return _V(text, ct, n, dt)
@@ -398,13 +308,15 @@ class _Renderer:
         ct, p = self.mem(buf) if not self.half_io(buf) else "float", self.ptr(buf)
         if isinstance(idx, ir.Broadcast):
             return self.splat(self._e_Load(ir.Load(buf, idx.value)), n)
+        if buf.scope == "image":
+            return _V(self.image_reads.load(p, buf, idx), self.image_reads.ctype(buf), n, buf.dtype)
         if n == 1:
-            raw = _V(self.load1(buf, _bare(self.expr(idx).text)), ct, 1, buf.dtype)
-        elif _contiguous(idx) and n in _VEC:
+            raw = _V(self.load1(buf, bare(self.expr(idx).text)), ct, 1, buf.dtype)
+        elif contiguous(idx) and n in VEC:
             fn = f"vload_half{n}" if self.half_io(buf) else f"vload{n}"
             raw = _V(f"{fn}(0, {p} + {self.expr(idx.base).text})", ct, n, buf.dtype)  # type: ignore[attr-defined]
         else:
-            items = [self.load1(buf, _bare(self.expr(_lane(idx, k)).text)) for k in range(n)]
+            items = [self.load1(buf, bare(self.expr(lane_expr(idx, k)).text)) for k in range(n)]
             raw = _V(f"(({ct}{n})({', '.join(items)}))", ct, n, buf.dtype)
         if buf.dtype != "bool":
             return raw
@@ -413,28 +325,30 @@ class _Renderer:
 
     def store(self, s: ir.Store) -> None:
         buf, idx, n = s.buffer, s.index, s.index.lanes
+        if buf.scope == "image":
+            raise TirError(f"{buf.name} is a read-only image: it cannot be stored to")
         value = s.value if s.value.dtype == buf.dtype else ir.Cast(buf.dtype, s.value)
-        if n > 1 and n not in _VEC:  # no vector type: lane by lane
+        if n > 1 and n not in VEC:  # no vector type: lane by lane
             for k in range(n):
-                self.store(ir.Store(buf, _lane(idx, k), _lane(value, k)))
+                self.store(ir.Store(buf, lane_expr(idx, k), lane_expr(value, k)))
             return
         v, p = self.splat(self.expr(value), n), self.ptr(buf)
         if buf.dtype == "bool":
             v = _V(
-                f"(uchar)({_bare(v.text)})" if n == 1 else f"convert_uchar{n}(-{v.text})", "uchar", n, "bool"
+                f"(uchar)({bare(v.text)})" if n == 1 else f"convert_uchar{n}(-{v.text})", "uchar", n, "bool"
             )
         if n == 1:
-            self.store1(buf, _bare(self.expr(idx).text), _bare(v.text))
-        elif _contiguous(idx):
+            self.store1(buf, bare(self.expr(idx).text), bare(v.text))
+        elif contiguous(idx):
             fn = f"vstore_half{n}" if self.half_io(buf) else f"vstore{n}"
-            self.emit(f"{fn}({_bare(v.text)}, 0, {p} + {self.expr(idx.base).text});")  # type: ignore[attr-defined]
+            self.emit(f"{fn}({bare(v.text)}, 0, {p} + {self.expr(idx.base).text});")  # type: ignore[attr-defined]
         else:
             tmp = self.name("t")
             self.emit("{")
-            self.emit(f"  const {_vt(v.ctype, n)} {tmp} = {_bare(v.text)};")
+            self.emit(f"  const {vt(v.ctype, n)} {tmp} = {bare(v.text)};")
             for k in range(n):
                 lane = f"{tmp}.s{'0123456789abcdef'[k]}"
-                self.emit("  " + self.store1_text(buf, _bare(self.expr(_lane(idx, k)).text), lane))
+                self.emit("  " + self.store1_text(buf, bare(self.expr(lane_expr(idx, k)).text), lane))
             self.emit("}")
 
     def store1(self, buf: ir.Buffer, index: str, value: str) -> None:
@@ -457,7 +371,7 @@ class _Renderer:
     def guarded(self, s: ir.Stmt) -> None:
         """`s` at kernel level: runs only in the work-items whose ids it does not use are 0."""
         used = {n.thread for n in walk(s) if isinstance(n, ir.For) and n.thread}
-        conds = [_id_call(t) + " == 0" for t, ext in self.launch.items() if t not in used and ext > 1]
+        conds = [id_call(t) + " == 0" for t, ext in self.launch.items() if t not in used and ext > 1]
         self.in_gpu = True
         if conds:
             self.emit(f"if ({' && '.join(conds)}) {{")
@@ -482,7 +396,7 @@ class _Renderer:
     def _s_LetStmt(self, s: ir.LetStmt) -> None:
         v = self.cast(self.expr(s.value), s.var.dtype)
         name = self.name(s.var.name)
-        self.emit(f"const {_vt(v.ctype, v.lanes)} {name} = {_bare(v.text)};")
+        self.emit(f"const {vt(v.ctype, v.lanes)} {name} = {bare(v.text)};")
         self.bind(s.var, _V(name, v.ctype, v.lanes, v.dtype), s.body, self.is_nonneg(s.value))
 
     def bind(self, var: ir.Var, v: _V, body: ir.Stmt, nonneg: bool = False) -> None:
@@ -501,7 +415,7 @@ class _Renderer:
         c = self.to_bool(self.expr(s.cond))
         if c.lanes != 1:
             raise TirError("If needs a scalar condition (use Select for vector conditions)")
-        self.emit(f"if ({_bare(c.text)}) {{")
+        self.emit(f"if ({bare(c.text)}) {{")
         self.block(s.then)
         if s.orelse is not None:
             self.emit("} else {")
@@ -518,7 +432,7 @@ class _Renderer:
         decl = f"{self.mem(b)} {name}[{max(b.size, 1)}];"
         if b.scope == "shared":
             self.shared.append("__local " + decl)
-            self.shared_bytes += b.size * _BYTES[self.mem(b)]
+            self.shared_bytes += b.size * BYTES[self.mem(b)]
         else:
             self.emit(decl)
         self.bufs[b] = name
@@ -528,12 +442,12 @@ class _Renderer:
     def _s_For(self, s: ir.For) -> None:
         if s.thread:
             name, ct = self.name(s.var.name), self.calc(s.var.dtype)
-            ids = f"({ct}){_id_call(s.thread)}"
+            ids = f"({ct}){id_call(s.thread)}"
             zero = isinstance(s.start, ir.Const) and s.start.value == 0
             self.emit(f"const {ct} {name} = {ids if zero else self.expr(s.start).text + ' + ' + ids};")
             short = int(s.extent.value) < self.launch[s.thread]  # a smaller nest beside a larger one
             if short:
-                self.emit(f"if ({_id_call(s.thread)} < {int(s.extent.value)}) {{")
+                self.emit(f"if ({id_call(s.thread)} < {int(s.extent.value)}) {{")
                 self.depth += 1
             self.bind(s.var, _V(name, ct, 1, s.var.dtype), s.body, self.is_nonneg(s.start))
             if short:
@@ -550,7 +464,7 @@ class _Renderer:
         end = self.cast(self.expr(simplify(ir.BinOp("+", s.start, s.extent))), s.var.dtype)
         if s.kind is ir.ForKind.UNROLLED:
             self.emit("#pragma unroll")
-        self.emit(f"for ({ct} {name} = {_bare(start.text)}; {name} < {_bare(end.text)}; ++{name}) {{")
+        self.emit(f"for ({ct} {name} = {bare(start.text)}; {name} < {bare(end.text)}; ++{name}) {{")
         self.depth += 1
         self.bind(s.var, _V(name, ct, 1, s.var.dtype), s.body, self.is_nonneg(s.start))
         self.depth -= 1
@@ -560,24 +474,12 @@ class _Renderer:
     # ---- the kernel -------------------------------------------------------------------
     def render(self) -> GpuKernel:
         kname = self.name(self.func.name)
-        params, prologue, sig = [], [], []
-        for p in self.func.params:
-            if isinstance(p, ir.Var):  # declared in its own width (what the caller passes)
-                name = self.name(p.name)
-                self.env[p] = _V(
-                    name, _CTYPE[p.dtype] if p.dtype in _CTYPE else self.calc(p.dtype), 1, p.dtype
-                )
-                sig.append(f"const {self.env[p].ctype} {name}")
-            else:
-                name, t = self.name(p.name), _CTYPE[p.dtype]
-                self.names |= {f"{name}_base", f"{name}_off"}
-                self.bufs[p] = name
-                sig.append(f"__global {t} *{name}_base, const ulong {name}_off")
-                cast = f"(__global {t} *)((__global char *){name}_base + {name}_off)"
-                prologue.append(f"  __global {t} *restrict {name} = {cast};")
-            params.append((p.name, p.dtype))
+        prologue: list[str] = []
+        sig = [self.param(p, k, prologue) for k, p in enumerate(self.func.params)]
+        if self.images:
+            prologue.insert(0, "  " + SAMPLER_DECL)
         self.stmt(self.func.body)
-        local, glob = _geometry(self.launch)
+        local, glob = geometry(self.launch)
         self.check(local)
         head = [f"// OpenCL C for loop function '{self.func.name}' (tensorir)"]
         dtypes = {n.dtype for n in walk(self.func.body) if isinstance(n, ir.Expr)}
@@ -591,7 +493,25 @@ class _Renderer:
         head.append(f"__kernel __attribute__((reqd_work_group_size({reqd}))) void {kname}(")
         head.append(",\n".join("    " + x for x in sig) + ") {")
         body = prologue + ["  " + d for d in self.shared] + self.lines + ["}", ""]
-        return GpuKernel(kname, "\n".join(head + body), glob, local, tuple(params))
+        params = tuple((p.name, p.dtype) for p in self.func.params)
+        return GpuKernel(kname, "\n".join(head + body), glob, local, params, tuple(self.images))
+
+    def param(self, p: ir.Buffer | ir.Var, index: int, prologue: list[str]) -> str:
+        """The declaration of parameter `p` in the signature (and its prologue lines)."""
+        name = self.name(p.name)
+        if isinstance(p, ir.Var):  # declared in its own width (what the caller passes)
+            self.env[p] = _V(name, CTYPE[p.dtype] if p.dtype in CTYPE else self.calc(p.dtype), 1, p.dtype)
+            return f"const {self.env[p].ctype} {name}"
+        self.bufs[p] = name
+        if p.scope == "image":
+            self.images.append(image_param(p, index, self.profile))
+            return f"__read_only image2d_t {name}"
+        t = CTYPE[p.dtype]
+        self.names |= {f"{name}_base", f"{name}_off"}
+        prologue.append(
+            f"  __global {t} *restrict {name} = (__global {t} *)((__global char *){name}_base + {name}_off);"
+        )
+        return f"__global {t} *{name}_base, const ulong {name}_off"
 
     def check(self, local: tuple[int, ...]) -> None:
         p = self.profile
@@ -606,43 +526,6 @@ class _Renderer:
             raise TirError(
                 f"{self.func.name}: {self.shared_bytes} B of local memory, {p.name} has {p.local_mem_bytes}"
             )
-
-
-def _contiguous(idx: ir.Expr) -> bool:
-    return isinstance(idx, ir.Ramp) and isinstance(idx.stride, ir.Const) and idx.stride.value == 1
-
-
-def _id_call(tag: str) -> str:
-    kind, axis = tag.split(".")
-    return f"get_{'group' if kind == 'group' else 'local'}_id({'xyz'.index(axis)})"
-
-
-def _launch(func: ir.LoopFunc) -> dict[str, int]:
-    """Launch extent per thread tag: the largest loop bound to it (smaller nests are guarded)."""
-    out: dict[str, int] = {}
-    for n in walk(func.body):
-        if not (isinstance(n, ir.For) and n.kind in (ir.ForKind.GPU_BLOCK, ir.ForKind.GPU_THREAD)):
-            continue
-        if n.thread not in ir.THREAD_TAGS:
-            raise TirError(f"GPU loop {n.var.name!r} has no valid thread tag ({n.thread!r})")
-        if not isinstance(n.extent, ir.Const):
-            raise TirError(f"GPU loop {n.var.name!r} ({n.thread}) needs a constant extent")
-        out[n.thread] = max(out.get(n.thread, 0), int(n.extent.value))
-    if any(isinstance(n, ir.Barrier) for n in walk(func.body)):
-        for n in walk(func.body):  # a barrier must be reached by every work-item of a group
-            if isinstance(n, ir.For) and n.kind is ir.ForKind.GPU_THREAD and n.extent.value != out[n.thread]:
-                raise TirError(
-                    f"{n.thread} is bound with extents {out[n.thread]} and {n.extent.value} around a barrier"
-                )
-    return dict(sorted(out.items()))
-
-
-def _geometry(launch: dict[str, int]) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    axes = [i for i, a in enumerate("xyz") if f"group.{a}" in launch or f"local.{a}" in launch]
-    dims = max(axes, default=0) + 1
-    local = tuple(launch.get(f"local.{a}", 1) for a in "xyz"[:dims])
-    glob = tuple(launch.get(f"group.{a}", 1) * loc for a, loc in zip("xyz", local, strict=False))
-    return local, glob
 
 
 def render_opencl(func: ir.LoopFunc, profile: DeviceProfile | None = None) -> GpuKernel:

@@ -267,7 +267,9 @@ class Broadcast(Expr):
 @dataclass(frozen=True)
 class Buffer:
     """A flat array in memory. scope: "global" (a kernel parameter), "local" (registers /
-    stack of one thread) or "shared" (a GPU work-group's local memory, OpenCL `__local`)."""
+    stack of one thread), "shared" (a GPU work-group's local memory, OpenCL `__local`) or
+    "image" (a read-only kernel parameter stored as an OpenCL image2d_t: shape[0] rows of
+    4-element texels, see `Schedule.set_storage` and codegen/opencl_image.py)."""
 
     name: str
     shape: tuple[int, ...]

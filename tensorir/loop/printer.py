@@ -193,7 +193,7 @@ def _stmt_lines(s: Stmt, depth: int, out: list[str]) -> None:
 
 def _param(p: Any) -> str:
     if isinstance(p, Buffer):
-        return f"{p.name}: {buffer_type(p)}"
+        return f"{p.name}: {buffer_type(p)}" + (f' "{p.scope}"' if p.scope != "global" else "")
     if isinstance(p, Var):
         return f"{p.name}: {p.dtype}"
     return repr(p)

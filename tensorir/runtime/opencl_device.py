@@ -5,9 +5,10 @@
     outs[2]                              # c after the kernel ran (every buffer is copied back)
     info["device"], info["median_s"]     # the device used; timings from profiling events
 
-Every ndarray is a buffer argument (byte offset 0), a numpy scalar (np.int64(3)) a scalar
-argument. `profile_name` picks the device: "opencl" the first GPU (else the first device)
-of the platforms `TIR_OPENCL_PLATFORM` allows; a named profile the device of that profile's
+Every ndarray is a buffer argument (byte offset 0), or a read-only image made from it for a
+parameter in `kernel.images`; a numpy scalar (np.int64(3)) is a scalar argument.
+`profile_name` picks the device: "opencl" the first GPU (else the first device) of the
+platforms `TIR_OPENCL_PLATFORM` allows; a named profile the device of that profile's
 platform (`DeviceProfile.platform`). Built programs are cached per (device, source) in this
 process; PoCL's kernel cache goes under the tensorir cache dir unless POCL_CACHE_DIR is set.
 """
@@ -24,7 +25,7 @@ import numpy as np
 from tensorir import config
 from tensorir.devices import get_profile, load_pyopencl, select_device
 from tensorir.errors import TirError
-from tensorir.plan import GpuKernel
+from tensorir.plan import GpuKernel, ImageParam
 
 WARMUP = 2
 
@@ -72,14 +73,16 @@ def run_gpu_kernel(
     try:
         ctx, queue = _queue(profile_name)
         knl = cl.Kernel(_program(ctx, kernel.source), kernel.name)
-        bufs, args = _arguments(cl, ctx, arrays)
+        bufs, args = _arguments(cl, ctx, arrays, kernel)
         knl.set_args(*args)
         run = lambda: cl.enqueue_nd_range_kernel(queue, knl, kernel.global_size, kernel.local_size)  # noqa: E731
         run().wait()
         outs = []
         for a, b in zip(arrays, bufs, strict=True):
             out = np.empty_like(np.asarray(a))
-            if b is not None and out.nbytes:
+            if isinstance(b, cl.Image):  # read-only: unchanged
+                out[...] = a
+            elif b is not None and out.nbytes:
                 cl.enqueue_copy(queue, out, b)
             outs.append(out)
         queue.finish()
@@ -96,14 +99,19 @@ def run_gpu_kernel(
     return outs, info
 
 
-def _arguments(cl: Any, ctx: Any, arrays: list[Any]) -> tuple[list[Any], list[Any]]:
+def _arguments(cl: Any, ctx: Any, arrays: list[Any], kernel: GpuKernel) -> tuple[list[Any], list[Any]]:
     flags = cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR
     bufs: list[Any] = []
     args: list[Any] = []
-    for a in arrays:
+    for k, a in enumerate(arrays):
         if isinstance(a, np.generic):  # a scalar parameter
             bufs.append(None)
             args.append(a)
+            continue
+        image = kernel.image(k)
+        if image is not None:
+            bufs.append(make_image(cl, ctx, image, a))
+            args.append(bufs[-1])
             continue
         host = np.ascontiguousarray(a)
         if host.nbytes == 0:  # OpenCL has no empty buffers
@@ -111,6 +119,15 @@ def _arguments(cl: Any, ctx: Any, arrays: list[Any]) -> tuple[list[Any], list[An
         bufs.append(cl.Buffer(ctx, flags, hostbuf=host))
         args += [bufs[-1], np.uint64(0)]
     return bufs, args
+
+
+def make_image(cl: Any, ctx: Any, image: ImageParam, array: np.ndarray) -> Any:
+    """A read-only RGBA image2d of `array`'s row-major bytes (plan.ImageParam's texels)."""
+    channel = {"float": cl.channel_type.FLOAT, "half": cl.channel_type.HALF_FLOAT}[image.channel_type]
+    host = np.ascontiguousarray(array).reshape(image.height, image.width, 4)
+    fmt = cl.ImageFormat(cl.channel_order.RGBA, channel)
+    flags = cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR
+    return cl.Image(ctx, flags, fmt, shape=(image.width, image.height), hostbuf=host)
 
 
 def _time(run: Any, repeat: int) -> list[float]:

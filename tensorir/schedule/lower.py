@@ -224,7 +224,8 @@ class _Lowerer:
         self.realized: dict[int, _Realized] = {}
         self.ranges: dict[Expr, Range] = {}
         self.bodies: dict[int, Expr] = {}
-        self.params = [Buffer(t.name, t.shape, t.dtype) for t in self.args]
+        storage = sched.storage  # "image" for inputs read as OpenCL images (set_storage)
+        self.params = [Buffer(t.name, t.shape, t.dtype, storage.get(t.name, "global")) for t in self.args]
         self.scratch: list[Buffer] = []  # root intermediates: workspace the caller passes
         self.temps: list[Buffer] = []
         self.bound: dict[str, tuple[Var, int]] = {}  # GPU tags of the enclosing loops: (var, extent)

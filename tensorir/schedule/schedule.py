@@ -349,6 +349,7 @@ class Schedule:
         self.stages: list[Stage] = []
         self.tensors: dict[str, Tensor] = {}
         self.trace = Trace()
+        self.storage: dict[str, str] = {}  # input name -> "image" (set_storage); others are buffers
         self._depth = 0
         for t in _topo_order(self.outputs):
             self._add_tensor(t)
@@ -435,6 +436,26 @@ class Schedule:
         from tensorir.schedule.placement import cache_read
 
         return cache_read(self, tensor, scope, readers)
+
+    @traced
+    def set_storage(self, tensor: Tensor, storage: str) -> None:
+        """Store input `tensor` as "buffer" (the default) or "image": a read-only OpenCL
+        image2d_t whose texel (x, y) holds elements [4*(y*width + x), +4) of the row-major
+        tensor, height = shape[0] (codegen/opencl_image.py renders its loads).
+
+        def k(w: f32[2,3,4], ...)     ->     def k(w: f32[2,3,4] "image", ...)
+        """
+        if not isinstance(tensor.op, PlaceholderOp) or self.tensors.get(tensor.name) is not tensor:
+            raise ScheduleError(f"set_storage: {tensor.name} is not an input of this schedule")
+        if storage not in ("buffer", "image"):
+            raise ScheduleError(f"set_storage: unknown storage {storage!r} (buffer or image)")
+        row = functools.reduce(lambda a, b: a * b, tensor.shape[1:], 1)
+        if storage == "image" and (len(tensor.shape) < 2 or row % 4):
+            raise ScheduleError(f"set_storage: {tensor.name}{list(tensor.shape)}: no rows of 4-lane texels")
+        if storage == "image":
+            self.storage[tensor.name] = storage
+        else:
+            self.storage.pop(tensor.name, None)
 
     @traced
     def pack(self, tensor: Tensor, axis: int, factor: int) -> Tensor:
