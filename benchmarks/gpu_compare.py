@@ -13,6 +13,9 @@ its C API with ctypes (what an app does; no tensorir import), the zoo's ONNX mod
 rebuilt from its seed (its sha256 must equal the manifest's), and PyTorch runs the same
 ONNX graph op by op with torch.nn.functional on CUDA in eager mode (one launch per op, as
 an nn.Module in eval mode would). Every output is checked against onnxruntime (CPU).
+Torch runs in true fp32 (TF32 off; its default lets cuDNN convolutions use TF32: `--tf32`).
+The trained models of benchmarks/wild.py build and run the same way (their ONNX file is
+copied into the build folder).
 Timing: `--rounds` rounds, each one tensorir run and one torch run (each followed by a
 device synchronisation), after warm-up; medians in ms and the ratio tensorir / torch.
 Per-kernel times of tensorir come from OpenCL profiling events (tir_profile).
@@ -244,10 +247,13 @@ def _check(name: str, got: list[np.ndarray], ref: list[np.ndarray], what: str) -
     return err
 
 
-def run_models(folder: Path, rounds: int, warmup: int) -> int:
+def run_models(folder: Path, rounds: int, warmup: int, tf32: bool = False) -> int:
+    """Check and time every build in `folder`; torch in true fp32 unless `tf32` (PyTorch's
+    default lets cuDNN convolutions use TF32: 10-bit mantissas, errors ~1e-3)."""
     import onnxruntime as ort
     import torch
 
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = tf32
     rows, bad = [], 0
     for d in sorted(p for p in folder.iterdir() if (p / "manifest.json").exists()):
         model, feeds = _model_and_inputs(d)
@@ -258,38 +264,49 @@ def run_models(folder: Path, rounds: int, warmup: int) -> int:
         ref = sess.run(None, feeds)
         tir_run, tir_profile = cm.bind(feeds)
         torch_run = torch_runner(model, feeds)
-        if torch_run is None:  # an op the torch runner does not know: tensorir alone
-            torch_run = lambda: [torch.from_numpy(r) for r in ref]  # noqa: E731
         print(
             f"{d.name}: tensorir on {cm.device}; torch {torch.__version__} on {torch.cuda.get_device_name()}"
+            f" ({'tf32' if tf32 else 'fp32'})"
         )
         bad += _check(d.name, tir_run(), ref, "tensorir OpenCL") >= 1e-3
-        bad += _check(d.name, [t.float().cpu().numpy() for t in torch_run()], ref, "torch CUDA") >= 1e-3
-        with torch.no_grad():
-            for _ in range(warmup):
-                tir_run()
-                torch_run()
-            torch.cuda.synchronize()
-            t_tir, t_torch = [], []
-            for _ in range(rounds):
-                t0 = time.perf_counter()
-                tir_run()  # returns after the outputs are read back
-                t_tir.append(time.perf_counter() - t0)
-                t0 = time.perf_counter()
-                torch_run()
-                torch.cuda.synchronize()
-                t_torch.append(time.perf_counter() - t0)
-        a, b = np.median(t_tir) * 1e3, np.median(t_torch) * 1e3
+        if torch_run is None:
+            print(f"  {d.name}: the torch runner lacks one of its ops: tensorir timed alone")
+        elif _check(d.name, [t.float().cpu().numpy() for t in torch_run()], ref, "torch CUDA") >= 1e-3:
+            bad += not tf32
+        t_tir, t_torch = _interleaved(tir_run, torch_run, rounds, warmup)
+        a, b = np.median(t_tir) * 1e3, np.median(t_torch) * 1e3 if t_torch else float("nan")
         steps = tir_profile()
-        kernel_ms = sum(steps) / 1e3
         top = sorted(zip(steps, cm.manifest["kernels"], strict=True), key=lambda x: -x[0])[:5]
-        rows.append((d.name, a, b, a / b, kernel_ms, len(steps)))
+        rows.append((d.name, a, b, a / b, sum(steps) / 1e3, len(steps)))
         print("  top kernels: " + ", ".join(f"{k['symbol']} {t:.0f} us" for t, k in top))
     head = ("model", "tensorir ms", "torch ms", "ratio", "sum of kernels ms", "kernels")
     print("\n{:<18} {:>12} {:>10} {:>7} {:>18} {:>8}".format(*head))
     for name, a, b, r, k, n in rows:
         print(f"{name:<18} {a:>12.3f} {b:>10.3f} {r:>7.2f} {k:>18.3f} {n:>8}")
     return 1 if bad else 0
+
+
+def _interleaved(tir_run, torch_run, rounds: int, warmup: int) -> tuple[list[float], list[float]]:
+    """Seconds per run, one tensorir run and one torch run per round (torch may be None)."""
+    import torch
+
+    with torch.no_grad():
+        for _ in range(warmup):
+            tir_run()
+            if torch_run:
+                torch_run()
+        torch.cuda.synchronize()
+        t_tir, t_torch = [], []
+        for _ in range(rounds):
+            t0 = time.perf_counter()
+            tir_run()  # returns after the outputs are read back
+            t_tir.append(time.perf_counter() - t0)
+            if torch_run:
+                t0 = time.perf_counter()
+                torch_run()
+                torch.cuda.synchronize()
+                t_torch.append(time.perf_counter() - t0)
+    return t_tir, t_torch
 
 
 def main() -> int:
@@ -303,11 +320,12 @@ def main() -> int:
     r.add_argument("--dir", type=Path, default=BUILD_DIR)
     r.add_argument("--rounds", type=int, default=50)
     r.add_argument("--warmup", type=int, default=10)
+    r.add_argument("--tf32", action="store_true", help="let torch use TF32 (its default) instead of fp32")
     args = ap.parse_args()
     if args.cmd == "build":
         build_models(args.models, args.target, args.out)
         return 0
-    return run_models(args.dir, args.rounds, args.warmup)
+    return run_models(args.dir, args.rounds, args.warmup, args.tf32)
 
 
 if __name__ == "__main__":
