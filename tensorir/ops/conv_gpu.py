@@ -13,8 +13,16 @@ pixels; the padded input and the epilogue (bias, relu, residual add) are inlined
         for rco, rkh, rkw: for rci (unrolled): acc[ramp(p*4, 1, 4)] += broadcast(x[..]) * w[ramp(..)]
         y[ramp(..)] = max(acc[ramp(..)] + b[ramp(..)], 0)
 
-Knobs: `vector`, `ow_tile`, `oc_blocks`, `work_group`, `unroll_rci`. Im2col / Winograd have no
-GPU template (`conv_algorithms.specialize` picks direct for opencl).
+Knobs: `vector`, `ow_tile`, `oc_blocks`, `work_group`, `unroll_rci`, `storage`. Im2col /
+Winograd have no GPU template (`conv_algorithms.specialize` picks direct for opencl).
+
+`storage` ("buffer" | "image") is how the kernel reads the weight (M/4, C/4, KH, KW, 4, 4):
+a `__global` buffer, or an image2d_t of width C*KH*KW and height M/4 texels whose texel
+holds the 4 output channels of one (input channel, tap), so the inner loop's float4 weight
+load is one `read_imagef` (codegen/opencl_image.py; depthwise (M/4, 1, KH, KW, 1, 4): width
+KH*KW). "image" is a choice only where the profile has images and the texture fits its
+image2d limits; it is the default there on mobile GPUs (profile kind "gpu", vendor Qualcomm
+or ARM: Adreno, Mali), "buffer" everywhere else (PoCL, desktop GPUs).
 """
 
 from __future__ import annotations
@@ -23,14 +31,16 @@ from collections.abc import Sequence
 from typing import Any
 
 import tensorir.ops.layout  # noqa: F401  (the op and its compute register first)
+from tensorir.codegen.opencl_image import image_fits
 from tensorir.ops.registry import NoScheduleError, register_schedule
 from tensorir.schedule.gpu.common import bind_flat, default_group, gpu_profile, group_choices
 from tensorir.schedule.gpu.injective import VECTOR
 from tensorir.schedule.schedule import Schedule, Stage
 from tensorir.schedule.space import knob
-from tensorir.schedule.te import Tensor
+from tensorir.schedule.te import PlaceholderOp, Tensor
 
 MAX_PIXELS = 8  # output pixels per work-item
+MOBILE_VENDORS = ("qualcomm", "arm")  # "image" is the default storage on their GPUs
 
 
 def _inline(s: Schedule) -> None:
@@ -50,6 +60,17 @@ def _tile_acc(acc: Stage, vec: int, dense: bool) -> None:
     for axis in (am, aw, ajo):
         acc.unroll(axis)
     acc.vectorize(ajv)
+
+
+def _storage(s: Schedule, acc: Stage, profile: Any) -> None:
+    """The `storage` knob: the weight as a buffer or an image2d (module docstring)."""
+    w = next((t for t in acc.op.input_tensors() if isinstance(t.op, PlaceholderOp) and t.ndim == 6), None)
+    fits = w is not None and image_fits(w.shape, w.dtype, profile)
+    vendor = (profile.vendor.split() or [""])[0].lower()
+    mobile = profile.kind == "gpu" and vendor in MOBILE_VENDORS
+    choices = ["buffer", "image"] if fits else ["buffer"]
+    if knob("storage", choices, "image" if fits and mobile else "buffer") == "image":
+        s.set_storage(w, "image")
 
 
 def _default_pixels(profile, rows: int, width: int) -> int:
@@ -96,3 +117,4 @@ def schedule_conv_nchwc_gpu(s: Schedule, outputs: Sequence[Tensor], target: Any)
     y.vectorize(jv)
     acc.compute_at(y, local)
     _tile_acc(acc, vec, dense)
+    _storage(s, acc, profile)
