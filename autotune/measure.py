@@ -3,14 +3,14 @@
     with Measurer(MeasureOptions(workers=2)) as m:
         results = m.measure(task, [cfg1, cfg2, ...])     # one MeasureResult per config
 
-Each worker is a spawned process holding the current task's inputs and reference outputs.
-Candidates are *built* in parallel (lowering + LLVM, one per worker at a time), then *run*
-one after another (so timings do not compete for the cores): warm-up call, the first run's
-outputs checked against the numpy reference, then `repeat` timings of `number` calls each,
-`number` chosen so one timing lasts at least `min_repeat_s`; optionally a cache flush
-before each timing. A build that raises, a wrong result, a crash (the worker dies) or a
-hang (no answer within the time-out: the worker is killed) becomes a result with `error`
-set and cost inf; the worker is restarted and the tuner goes on.
+Each worker is a spawned process holding the current task's inputs and reference outputs,
+and the builder and runner of the target's kind (autotune/builders.py, autotune/runners.py).
+Candidates are *built* in parallel (lowering + code generation, one per worker at a time),
+then *run* one after another (so timings do not compete for the cores): warm-up, the first
+run's outputs checked against the numpy reference, then `repeat` timings. A build that
+raises, a wrong result, a crash (the worker dies) or a hang (no answer within the time-out:
+the worker is killed) becomes a result with `error` set and cost inf; the worker is
+restarted and the tuner goes on.
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ from typing import Any
 
 import numpy as np
 
+from autotune.builders import Built, builder_for
+from autotune.runners import WrongResult, runner_for
 from autotune.task import Task
 from tensorir.loop.ir import LoopFunc
-
-FLUSH_BYTES = 64 << 20  # larger than the last-level caches here
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,29 +76,32 @@ class MeasureResult:
 
 # ---- the worker process ------------------------------------------------------------------
 class _WorkerState:
+    """A worker's task, inputs and reference, and its builder and runner (autotune/builders.py,
+    autotune/runners.py: chosen by the target's kind)."""
+
     def __init__(self, options: MeasureOptions) -> None:
+        from tensorir.target import get_target
+
         self.options = options
+        target = get_target(options.target)
+        self.builder = builder_for(target)
+        self.runner = runner_for(target, options)
         self.task: Task | None = None
-        self.kernels: dict[int, Any] = {}
+        self.built: dict[int, Built] = {}
         self.inputs: list[np.ndarray] = []
         self.reference: list[np.ndarray] = []
-        self.flush = np.zeros(FLUSH_BYTES // 8) if options.flush_cache else None
 
     def set_task(self, task: Task) -> None:
         self.task = task
-        self.kernels.clear()
+        self.built.clear()
         self.inputs = task.random_inputs(seed=0)
         self.reference = task.reference(self.inputs) if self.options.check else []
 
     def build(self, ident: int, config: dict) -> tuple:
-        from tensorir.runtime.jit import compile_host
-
         t0 = time.perf_counter()
-        func, spec = self.task.build(config, self.options.target)
-        kernel = compile_host(func, self.options.target)
+        self.built[ident] = self.builder.build(self.task, config)
         build_s = time.perf_counter() - t0
         nest, _ = self.task.build(config, self.options.target, passes=False)
-        self.kernels[ident] = (func, spec, kernel)
         return ("built", ident, build_s, self._features(nest, config))
 
     def _features(self, nest: LoopFunc, config: dict) -> np.ndarray:
@@ -121,55 +124,12 @@ class _WorkerState:
         return ("features", ident, out)
 
     def run(self, ident: int) -> tuple:
-        from tensorir.graph.types import np_dtype
-        from tensorir.ops.kernel import scratch_arrays
-        from tensorir.ops.registry import get_op
-        from tensorir.runtime.jit import set_num_threads
-
-        func, spec, kernel = self.kernels.pop(ident)
-        opt = self.options
-        if opt.threads is not None:
-            set_num_threads(opt.threads)
-        inputs = list(self.inputs)
-        for k, fn in spec.transforms.items():
-            inputs[k] = np.ascontiguousarray(fn(inputs[k]))
-        out_types = get_op(spec.op).infer(list(spec.in_types), dict(spec.attrs))
-        outs = [np.zeros(t.shape, np_dtype(t.dtype)) for t in out_types]
-        call = kernel.bind(*inputs, *outs, *scratch_arrays(func))
-        for _ in range(max(1, opt.warmup)):
-            call()
-        if opt.check:
-            for got, want in zip(outs, self.reference, strict=True):
-                err = _max_error(got, want)
-                limit = opt.rtol * float(np.max(np.abs(want), initial=0.0)) + opt.atol
-                if not err <= limit:
-                    return ("error", ident, f"wrong result: max |err| {err:.3g} > {limit:.3g}")
-        number = opt.number or _calls_for(call, opt.min_repeat_s)
-        costs = []
-        for _ in range(opt.repeat):
-            if self.flush is not None:
-                self.flush += 1.0
-            t0 = time.perf_counter()
-            for _ in range(number):
-                call()
-            costs.append((time.perf_counter() - t0) / number)
+        built = self.built.pop(ident)
+        try:
+            costs = self.runner.run(built, self.inputs, self.reference, self.options)
+        except WrongResult as e:
+            return ("error", ident, str(e))
         return ("ran", ident, costs)
-
-
-def _max_error(got: np.ndarray, want: np.ndarray) -> float:
-    if got.shape != want.shape:
-        return math.inf
-    if got.dtype.kind == "f" or want.dtype.kind == "f":
-        diff = np.abs(got.astype(np.float64) - want.astype(np.float64))
-        return float(np.nanmax(np.where(np.isnan(got) != np.isnan(want), np.inf, diff), initial=0.0))
-    return 0.0 if np.array_equal(got, want) else math.inf
-
-
-def _calls_for(call: Any, min_s: float) -> int:
-    t0 = time.perf_counter()
-    call()
-    once = max(time.perf_counter() - t0, 1e-7)
-    return max(1, min(10_000, math.ceil(min_s / once)))
 
 
 def _worker_main(conn: Connection, options: MeasureOptions) -> None:

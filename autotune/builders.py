@@ -1,0 +1,55 @@
+"""Builders: turn a tuning candidate (a task and a config) into what a runner needs.
+
+    builder = builder_for(get_target("host"))
+    built = builder.build(task, {"tile_co": 2})    # Built(func, spec, kernel)
+    runner_for(target).run(built, inputs, ...)     # autotune/runners.py
+
+As TVM's Builder: the tuner never looks inside `kernel`; only the runner of the same target
+kind does. Host: the loop function JIT-compiled into this process (a callable). The
+builder runs in the measuring worker process, so a build that crashes or hangs takes down
+only the worker (autotune/measure.py restarts it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Protocol
+
+from autotune.task import Task
+from tensorir.loop.ir import LoopFunc
+from tensorir.ops.conv_algorithms import Specialized
+from tensorir.target import Target
+
+
+@dataclasses.dataclass
+class Built:
+    """One built candidate: the lowered loop function, the kernel's spec (op, input types and
+    the input transforms a Winograd kernel needs) and the runner-specific kernel."""
+
+    func: LoopFunc
+    spec: Specialized
+    kernel: Any
+
+
+class Builder(Protocol):
+    target: Target
+
+    def build(self, task: Task, config: dict) -> Built: ...
+
+
+@dataclasses.dataclass
+class HostBuilder:
+    """Candidates for this machine's CPU: LLVM JIT into the worker process."""
+
+    target: Target
+
+    def build(self, task: Task, config: dict) -> Built:
+        from tensorir.runtime.jit import compile_host
+
+        func, spec = task.build(config, self.target)
+        return Built(func, spec, compile_host(func, self.target))
+
+
+def builder_for(target: Target) -> Builder:
+    """The builder of `target`'s kind."""
+    return HostBuilder(target)
