@@ -5,7 +5,8 @@
     runner_for(target).run(built, inputs, ...)     # autotune/runners.py
 
 As TVM's Builder: the tuner never looks inside `kernel`; only the runner of the same target
-kind does. Host: the loop function JIT-compiled into this process (a callable). The
+kind does. Host: the loop function JIT-compiled into this process (a callable); OpenCL: the
+rendered kernel (source and launch geometry, built into a program by the runner). The
 builder runs in the measuring worker process, so a build that crashes or hangs takes down
 only the worker (autotune/measure.py restarts it).
 """
@@ -50,6 +51,20 @@ class HostBuilder:
         return Built(func, spec, compile_host(func, self.target))
 
 
+@dataclasses.dataclass
+class OpenCLBuilder:
+    """Candidates for an OpenCL device: the kernel's OpenCL C source and launch geometry
+    (plan.GpuKernel), checked against the target's device profile."""
+
+    target: Target
+
+    def build(self, task: Task, config: dict) -> Built:
+        from tensorir.codegen.opencl import render_opencl
+
+        func, spec = task.build(config, self.target)
+        return Built(func, spec, render_opencl(func, self.target.device_profile()))
+
+
 def builder_for(target: Target) -> Builder:
     """The builder of `target`'s kind."""
-    return HostBuilder(target)
+    return OpenCLBuilder(target) if target.kind == "opencl" else HostBuilder(target)

@@ -9,7 +9,9 @@ them before anything is timed, and a mismatch raises `WrongResult`. The tuner, t
 model and the database see only the timings, never which runner made them.
 
 Host (`CpuRunner`): the JIT'd kernel called in this process; `number` calls per timing (so
-one timing lasts `min_repeat_s`), optionally a cache flush before each timing.
+one timing lasts `min_repeat_s`), optionally a cache flush before each timing. OpenCL
+(`OpenCLRunner`): the rendered kernel on the profile's local device through pyopencl, timed
+by profiling events.
 """
 
 from __future__ import annotations
@@ -115,6 +117,30 @@ def _calls_for(call: Any, min_s: float) -> int:
     return max(1, min(10_000, math.ceil(min_s / once)))
 
 
+@dataclasses.dataclass
+class OpenCLRunner:
+    """Time the kernel on the local OpenCL device of a profile (pyopencl): the program built
+    once per source, 2 warm-up launches, then `repeat` launches timed by profiling events
+    (device time, no host overhead); the first launch's outputs are the ones checked."""
+
+    profile: str
+
+    def run(
+        self, built: Built, inputs: Sequence[np.ndarray], reference: Sequence[np.ndarray], options: Any
+    ) -> list[float]:
+        from tensorir.ops.kernel import scratch_arrays
+        from tensorir.runtime.opencl_device import run_gpu_kernel
+
+        ins, outs = kernel_arrays(built, inputs)
+        arrays = [*ins, *outs, *scratch_arrays(built.func)]
+        got, info = run_gpu_kernel(built.kernel, arrays, self.profile, repeat=options.repeat)
+        if options.check:
+            check_outputs(got[len(ins) : len(ins) + len(outs)], reference, options)
+        return list(info["times_s"])
+
+
 def runner_for(target: Target, options: Any) -> Runner:
     """The runner of `target`'s kind, set up from the MeasureOptions."""
+    if target.kind == "opencl":
+        return OpenCLRunner(target.profile or "opencl")
     return CpuRunner(flush_cache=options.flush_cache)
