@@ -17,7 +17,9 @@ from pathlib import Path
 
 from tensorir.errors import InputError
 
-DEVICES = {"host": "host"}  # device profile -> target it compiles for (measured in process)
+# device profile -> the target it compiles for; measured in process (host: JIT'd kernels) or
+# on the local OpenCL device of the profile (autotune/runners.py)
+DEVICES = {"host": "host", "pocl": "opencl:pocl", "opencl": "opencl"}
 
 
 def parse_duration(text: str) -> float:
@@ -82,7 +84,12 @@ def cmd_tune(args: argparse.Namespace) -> int:
     db = Database(args.db)
     graph = load_graph(args.model, target, shapes)
     block = None
-    if not args.no_layout and any(n.op == "layout_transform" for n in map(graph.node, graph.op_nodes())):
+    gpu = target.startswith("opencl")  # the GPU layout block is the float4 lane count
+    if (
+        not gpu
+        and not args.no_layout
+        and any(n.op == "layout_transform" for n in map(graph.node, graph.op_nodes()))
+    ):
         from autotune.graph_tune import tune_layout
 
         print(f"measuring {args.model} with each NCHW[x]c channel block (model-level knob)")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import random
+from pathlib import Path
 
 import numpy as np
 
@@ -58,3 +59,21 @@ def test_a_wrong_gpu_result_is_an_error_not_a_timing():
     with Measurer(POCL) as m:
         (r,) = m.measure(_dense(WrongReferenceTask), [{}])
     assert r.error is not None and "wrong result" in r.error and r.cost == math.inf
+
+
+def test_tir_tune_on_pocl_and_compile_with_its_records(tmp_path, capsys):
+    """`tir tune --device pocl` fills the database under device "pocl"; `tir compile --target
+    opencl:pocl --device pocl` uses those records and the model still matches onnxruntime."""
+    from tensorir.cli import main
+
+    db, out = tmp_path / "t.db", tmp_path / "build"
+    model = str(Path(__file__).resolve().parents[2] / "examples" / "tiny_cnn.onnx")
+    assert main(["tune", model, "--device", "pocl", "--trials", "10", "--db", str(db)]) == 0
+    assert "on pocl" in capsys.readouterr().out
+    args = ["--target", "opencl:pocl", "--device", "pocl", "--records", str(db), "-o", str(out)]
+    assert main(["compile", model, *args]) == 0
+    text = capsys.readouterr().out
+    used = int(text.split("tuning records: ")[1].split(" kernels use one")[0])
+    assert used >= 1, text
+    assert main(["run", str(out), "--compare-ort", "--onnx", model]) == 0
+    assert "max_abs_err" in capsys.readouterr().out
