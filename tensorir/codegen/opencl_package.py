@@ -31,12 +31,13 @@ from tensorir import config
 from tensorir.codegen.link import defined_symbols, find_tool, link_shared, weights_object
 from tensorir.errors import TirError
 from tensorir.plan import Arg, Copy, GpuKernel, KernelCall
-from tensorir.runtime.opencl import PLAN_HEADER, RUNTIME_DIR, RUNTIME_SOURCE
+from tensorir.runtime.opencl import RUNTIME_DIR, RUNTIME_SOURCE
 from tensorir.target import Target
 
 WEIGHTS_FILE = "weights.bin"
 _BLOB = "tir_weights.bin"  # ld -b binary names its symbols after the file: _binary_tir_weights_bin_*
 _KINDS = {"input": "TIR_INPUT", "output": "TIR_OUTPUT", "weight": "TIR_WEIGHT", "workspace": "TIR_WORKSPACE"}
+_C_KINDS = {**_KINDS, "image": "TIR_IMAGE"}  # plan.c only: a weight read as an image (a row of images[])
 _CFLAGS = ("-ffreestanding", "-nostdinc", "-fno-stack-protector", "-fPIC", "-O2", "-fvisibility=hidden")
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _THREAD_API = ("tir_set_num_threads", "tir_get_num_threads")
@@ -122,7 +123,7 @@ def _check_arg(plan: OpenCLPlan, a: Arg, where: str) -> None:
 
 
 def _arg(a: Arg, nbytes: int) -> str:
-    return f"{{{_KINDS[a.kind]}, {a.index}ULL, {nbytes}ULL}}"
+    return f"{{{_C_KINDS[a.kind]}, {a.index}ULL, {nbytes}ULL}}"
 
 
 def _u64_array(name: str, values: Sequence[int]) -> str:
@@ -154,10 +155,11 @@ def plan_c(plan: OpenCLPlan, embedded: bool, thread_stubs: bool) -> str:
         loc = ", ".join(str(x) for x in (*k.local_size, 0, 0, 0)[:3])
         kinfo.append(f'    {{"{k.name}", {len(k.global_size)}, {{{g}}}, {{{loc}}}}},')
     lines.append("static const tir_kernel_info kernels[] = {\n" + ("\n".join(kinfo) or "    {0}") + "\n};")
-    steps = []
+    steps, images = [], image_table(plan, index)
     for s, c in enumerate(plan.calls):
         nbytes = c.arg_bytes or (0,) * len(c.args)
-        args = ", ".join(_arg(a, n) for a, n in zip(c.args, nbytes, strict=True)) or "{0}"
+        call_args = image_args(plan, index, c, images)
+        args = ", ".join(_arg(a, n) for a, n in zip(call_args, nbytes, strict=True)) or "{0}"
         lines.append(f"static const tir_arg args{s}[] = {{{args}}};")
         if c.device == "gpu":
             steps.append(f'    {{"{c.symbol}", TIR_GPU, {index[c.symbol]}, 0, {len(c.args)}, args{s}}},')
@@ -167,6 +169,8 @@ def plan_c(plan: OpenCLPlan, embedded: bool, thread_stubs: bool) -> str:
     lines.append("static const tir_step steps[] = {\n" + ("\n".join(steps) or "    {0}") + "\n};")
     copies = [f"    {{{_arg(c.dst, 0)}, {_arg(c.src, 0)}, {c.nbytes}ULL}}," for c in plan.copies]
     lines.append("static const tir_copy copies[] = {\n" + ("\n".join(copies) or "    {{0}}") + "\n};")
+    rows = [f"    {{{off}ULL, {w}, {h}, {int(half)}}}," for off, w, h, half in images]
+    lines.append("static const tir_image images[] = {\n" + ("\n".join(rows) or "    {0}") + "\n};")
     lines.append(_u64_array("input_bytes", plan.input_bytes))
     lines.append(_u64_array("output_bytes", plan.output_bytes))
     digest = hashlib.sha256(source.encode()).hexdigest()
@@ -182,6 +186,7 @@ const tir_plan tir_the_plan = {{
     {len(plan.output_bytes)}, output_bytes,
     {plan.workspace}ULL, {len(plan.weights)}ULL,
     {weights},
+    {len(images)}, images,
 }};"""
     )
     if thread_stubs:  # the same header as CPU builds; no CPU kernel brought the thread pool
@@ -190,6 +195,31 @@ const tir_plan tir_the_plan = {{
             '__attribute__((visibility("default"))) int tir_get_num_threads(void) { return 1; }'
         )
     return "\n".join(lines) + "\n"
+
+
+def image_table(plan: OpenCLPlan, index: dict[str, int]) -> dict[tuple[int, int, int, bool], int]:
+    """The distinct images the GPU steps read, (weight offset, width, height, half) -> row; the
+    runtime makes each once, at load, from the weights."""
+    table: dict[tuple[int, int, int, bool], int] = {}
+    for c in plan.calls:
+        kernel = plan.kernels[index[c.symbol]] if c.device == "gpu" else None
+        for im in kernel.images if kernel else ():
+            a = c.args[im.index]
+            if a.kind != "weight":
+                raise TirError(f"GPU step {c.symbol}: image parameter {im.index} is a {a.kind}, not a weight")
+            table.setdefault((a.index, im.width, im.height, im.channel_type == "half"), len(table))
+    return table
+
+
+def image_args(plan: OpenCLPlan, index: dict[str, int], c: KernelCall, table: dict) -> list[Arg]:
+    """`c`'s arguments with those of image parameters as ("image", row of `table`)."""
+    if c.device != "gpu":
+        return list(c.args)
+    args = list(c.args)
+    for im in plan.kernels[index[c.symbol]].images:
+        key = (args[im.index].index, im.width, im.height, im.channel_type == "half")
+        args[im.index] = Arg("image", table[key])
+    return args
 
 
 def _compile(src: Path, target: Target, out: Path) -> Path:
@@ -212,7 +242,8 @@ def _compile(src: Path, target: Target, out: Path) -> Path:
 
 def runtime_object(target: Target) -> Path:
     """tir_opencl.c compiled for target.triple, cached by (sources, flags, triple)."""
-    text = RUNTIME_SOURCE.read_bytes() + PLAN_HEADER.read_bytes() + " ".join(_CFLAGS).encode()
+    sources = [RUNTIME_SOURCE, *sorted(RUNTIME_DIR.glob("*.h"))]  # the plan and OpenCL API headers
+    text = b"".join(p.read_bytes() for p in sources) + " ".join(_CFLAGS).encode()
     key = hashlib.sha256(text + target.triple.encode()).hexdigest()[:24]
     path = config.cache_dir() / "opencl-runtime" / f"{target.triple}-{key}.o"
     if path.exists():

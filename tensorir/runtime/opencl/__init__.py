@@ -1,4 +1,5 @@
-"""The OpenCL host runtime's C sources (tir_opencl.c, tir_opencl_plan.h) and what they import.
+"""The OpenCL host runtime's C sources (tir_opencl.c, tir_opencl_plan.h, tir_opencl_api.h) and
+what they import.
 
 `tensorir.codegen.opencl_package` compiles `RUNTIME_SOURCE` for the target triple and links it
 with the generated plan tables; `tensorir.codegen.link` uses the symbol lists to decide which

@@ -1,16 +1,18 @@
 /* tensorir's OpenCL host runtime: runs a generated plan (tir_opencl_plan.h) on an OpenCL
  * device found at run time. Built for any triple with
  *   clang --target=T -ffreestanding -nostdinc -fno-stack-protector -fPIC -O2 -fvisibility=hidden
- * so it includes no header: the few libc functions and the OpenCL types, constants and
- * entry points it uses are declared below (values from the Khronos headers CL/cl.h and
- * CL/cl_ext.h). libOpenCL.so is dlopen'ed and every cl* function resolved with dlsym, so
- * the library has no DT_NEEDED on it and loads on machines without OpenCL (tir_create
- * then fails with one line from tir_last_error()).
+ * so it includes no system header: the few libc functions it uses are declared below, the
+ * OpenCL types, constants and entry points in tir_opencl_api.h (from the Khronos headers).
+ * libOpenCL.so is dlopen'ed and every cl* function resolved with dlsym, so the library has
+ * no DT_NEEDED on it and loads on machines without OpenCL (tir_create then fails with one
+ * line from tir_last_error()).
  *
  * Device memory: one buffer per graph input and output, one for the weights (uploaded
- * once in tir_create), one for the workspace. A GPU kernel argument is (buffer, byte
- * offset), set once in tir_create on a cl_kernel object per step, so tir_run only
- * enqueues: the inputs' writes, every step, the final copies, the outputs' reads, with no
+ * once in tir_create), one for the workspace, and one read-only image2d per weight that a
+ * kernel reads as an image (made from the weights' bytes in tir_create; clCreateImage is
+ * resolved apart, so OpenCL 1.1 drivers still load plans without images). A GPU kernel
+ * argument is (buffer, byte offset), or an image (one argument), set once in tir_create
+ * on a cl_kernel object per step, so tir_run only enqueues: the inputs' writes, every step, the final copies, the outputs' reads, with no
  * host synchronisation between GPU steps. A CPU step (an LLVM kernel) reads its arguments
  * into host mirrors (blocking), runs, and writes back what it may have written.
  *
@@ -19,12 +21,11 @@
  * would need its own kernel objects (arguments are per kernel object) and doubled setup.
  * tir_last_error() is one process-wide buffer: not thread-safe (neither is a model object).
  */
-#include "tir_opencl_plan.h"
+#include "tir_opencl_api.h"
 
 #define TIR_API __attribute__((visibility("default")))
 
 /* ---- libc (declared, not included) ------------------------------------------------------ */
-typedef __INTPTR_TYPE__ intptr_t;
 struct tir_timespec { long tv_sec; long tv_nsec; };
 void *dlopen(const char *path, int flags);
 void *dlsym(void *handle, const char *name);
@@ -46,84 +47,6 @@ int clock_gettime(int clock, struct tir_timespec *ts);
 #define RTLD_NOW 2 /* glibc and LP64 bionic; RTLD_LOCAL is 0 on both */
 #define CLOCK_MONOTONIC 1
 
-/* ---- OpenCL (from CL/cl.h, CL/cl_ext.h) -------------------------------------------------- */
-typedef int cl_int;
-typedef unsigned int cl_uint;
-typedef tir_u64 cl_ulong;
-typedef cl_uint cl_bool;
-typedef cl_ulong cl_bitfield;
-typedef struct _cl_platform_id *cl_platform_id;
-typedef struct _cl_device_id *cl_device_id;
-typedef struct _cl_context *cl_context;
-typedef struct _cl_command_queue *cl_command_queue;
-typedef struct _cl_mem *cl_mem;
-typedef struct _cl_program *cl_program;
-typedef struct _cl_kernel *cl_kernel;
-typedef struct _cl_event *cl_event;
-typedef intptr_t cl_context_properties;
-#define CL_SUCCESS 0
-#define CL_FALSE 0
-#define CL_TRUE 1
-#define CL_PLATFORM_VERSION 0x0901
-#define CL_PLATFORM_NAME 0x0902
-#define CL_DEVICE_TYPE_GPU (1 << 2)
-#define CL_DEVICE_TYPE_ALL 0xFFFFFFFF
-#define CL_DEVICE_NAME 0x102B
-#define CL_DRIVER_VERSION 0x102D
-#define CL_DEVICE_VERSION 0x102F
-#define CL_QUEUE_PROFILING_ENABLE (1 << 1)
-#define CL_CONTEXT_PLATFORM 0x1084
-#define CL_MEM_READ_WRITE (1 << 0)
-#define CL_MEM_READ_ONLY (1 << 2)
-#define CL_MEM_COPY_HOST_PTR (1 << 5)
-#define CL_PROGRAM_BINARY_SIZES 0x1165
-#define CL_PROGRAM_BINARIES 0x1166
-#define CL_PROGRAM_BUILD_LOG 0x1183
-#define CL_PROFILING_COMMAND_START 0x1282
-#define CL_PROFILING_COMMAND_END 0x1283
-
-#define CL_FUNCTIONS(X)                                                                             \
-  X(clGetPlatformIDs, cl_int, (cl_uint, cl_platform_id *, cl_uint *))                              \
-  X(clGetPlatformInfo, cl_int, (cl_platform_id, cl_uint, size_t, void *, size_t *))                \
-  X(clGetDeviceIDs, cl_int, (cl_platform_id, cl_bitfield, cl_uint, cl_device_id *, cl_uint *))     \
-  X(clGetDeviceInfo, cl_int, (cl_device_id, cl_uint, size_t, void *, size_t *))                    \
-  X(clCreateContext, cl_context,                                                                   \
-    (const cl_context_properties *, cl_uint, const cl_device_id *,                                 \
-     void (*)(const char *, const void *, size_t, void *), void *, cl_int *))                      \
-  X(clCreateCommandQueue, cl_command_queue, (cl_context, cl_device_id, cl_bitfield, cl_int *))     \
-  X(clCreateBuffer, cl_mem, (cl_context, cl_bitfield, size_t, void *, cl_int *))                   \
-  X(clCreateProgramWithSource, cl_program,                                                         \
-    (cl_context, cl_uint, const char **, const size_t *, cl_int *))                                \
-  X(clCreateProgramWithBinary, cl_program,                                                         \
-    (cl_context, cl_uint, const cl_device_id *, const size_t *, const unsigned char **, cl_int *,  \
-     cl_int *))                                                                                    \
-  X(clBuildProgram, cl_int,                                                                        \
-    (cl_program, cl_uint, const cl_device_id *, const char *, void (*)(cl_program, void *), void *)) \
-  X(clGetProgramBuildInfo, cl_int, (cl_program, cl_device_id, cl_uint, size_t, void *, size_t *))  \
-  X(clGetProgramInfo, cl_int, (cl_program, cl_uint, size_t, void *, size_t *))                     \
-  X(clCreateKernel, cl_kernel, (cl_program, const char *, cl_int *))                               \
-  X(clSetKernelArg, cl_int, (cl_kernel, cl_uint, size_t, const void *))                            \
-  X(clEnqueueWriteBuffer, cl_int,                                                                  \
-    (cl_command_queue, cl_mem, cl_bool, size_t, size_t, const void *, cl_uint, const cl_event *,   \
-     cl_event *))                                                                                  \
-  X(clEnqueueReadBuffer, cl_int,                                                                   \
-    (cl_command_queue, cl_mem, cl_bool, size_t, size_t, void *, cl_uint, const cl_event *,         \
-     cl_event *))                                                                                  \
-  X(clEnqueueCopyBuffer, cl_int,                                                                   \
-    (cl_command_queue, cl_mem, cl_mem, size_t, size_t, size_t, cl_uint, const cl_event *,          \
-     cl_event *))                                                                                  \
-  X(clEnqueueNDRangeKernel, cl_int,                                                                \
-    (cl_command_queue, cl_kernel, cl_uint, const size_t *, const size_t *, const size_t *,         \
-     cl_uint, const cl_event *, cl_event *))                                                       \
-  X(clFinish, cl_int, (cl_command_queue))                                                          \
-  X(clGetEventProfilingInfo, cl_int, (cl_event, cl_uint, size_t, void *, size_t *))                \
-  X(clReleaseEvent, cl_int, (cl_event))                                                            \
-  X(clReleaseKernel, cl_int, (cl_kernel))                                                          \
-  X(clReleaseProgram, cl_int, (cl_program))                                                        \
-  X(clReleaseMemObject, cl_int, (cl_mem))                                                          \
-  X(clReleaseCommandQueue, cl_int, (cl_command_queue))                                             \
-  X(clReleaseContext, cl_int, (cl_context))
-
 /* One table of entry points per process (libOpenCL.so stays loaded once found). */
 static struct {
 #define X(name, ret, args) ret(*name) args;
@@ -131,6 +54,9 @@ static struct {
 #undef X
 } cl;
 static void *cl_lib;
+/* OpenCL 1.2: resolved apart, so that drivers without it load plans that have no images */
+static cl_mem (*cl_create_image)(cl_context, cl_bitfield, const cl_image_format *, const cl_image_desc *,
+                                 void *, cl_int *);
 
 /* ---- errors ------------------------------------------------------------------------------- */
 static char last_error[512];
@@ -199,6 +125,8 @@ static int load_opencl(void) {
   if (!cl.name) return FAIL("%s: no symbol %s", override && *override ? override : "libOpenCL.so", #name);
   CL_FUNCTIONS(X)
 #undef X
+  cl_create_image = (cl_mem(*)(cl_context, cl_bitfield, const cl_image_format *, const cl_image_desc *, void *,
+                               cl_int *))dlsym(h, "clCreateImage");
   cl_lib = h;
   return 0;
 }
@@ -214,6 +142,7 @@ struct tir_model {
   cl_kernel *kernels;          /* one per step (NULL for CPU steps): arguments set once */
   cl_mem *inputs, *outputs;    /* device buffers */
   cl_mem weights, workspace;
+  cl_mem *images;              /* plan->images, made from the weights at load */
   const unsigned char *host_weights; /* embedded blob or weights_block (CPU steps read it) */
   void *weights_block;         /* weights read from a file (owned) */
   void *workspace_block;       /* host mirror of the workspace for CPU steps (owned) */
@@ -365,7 +294,27 @@ static cl_mem arg_buffer(tir_model *m, const tir_arg *a, tir_u64 *offset) {
   }
 }
 
-/* One cl_kernel per GPU step, its (base, offset) arguments set for good. */
+/* The read-only RGBA images of plan->images, each from the weights' bytes (host_weights). */
+static int make_images(tir_model *m) {
+  const tir_plan *pl = m->plan;
+  if (pl->nimages && !cl_create_image) return FAIL("the OpenCL library has no clCreateImage (OpenCL 1.2)");
+  if (!(m->images = calloc(pl->nimages + 1, sizeof *m->images))) return FAIL("out of memory");
+  for (int i = 0; i < pl->nimages; i++) {
+    const tir_image *im = &pl->images[i];
+    cl_image_format fmt = {CL_RGBA, im->half ? CL_HALF_FLOAT : CL_FLOAT};
+    cl_image_desc desc = {CL_MEM_OBJECT_IMAGE2D, im->width, im->height, 1, 1, 0, 0, 0, 0, 0};
+    cl_int err = 0;
+    void *host = (void *)(m->host_weights + im->offset);
+    m->images[i] = cl_create_image(m->ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, &fmt, &desc, host, &err);
+    if (!m->images[i])
+      return FAIL("clCreateImage(weight image %d, %llu x %llu texels) failed: %d", i,
+                  (unsigned long long)im->width, (unsigned long long)im->height, err);
+  }
+  return 0;
+}
+
+/* One cl_kernel per GPU step, its arguments set for good: (base, offset) per buffer, the
+ * image itself per TIR_IMAGE argument. */
 static int make_kernels(tir_model *m) {
   const tir_plan *pl = m->plan;
   for (int s = 0; s < pl->nsteps; s++) {
@@ -374,12 +323,16 @@ static int make_kernels(tir_model *m) {
     cl_int err = 0;
     cl_kernel k = m->kernels[s] = cl.clCreateKernel(m->program, pl->kernels[st->kernel].name, &err);
     if (!k) return FAIL("clCreateKernel(%s) failed: %d", st->name, err);
+    cl_uint pos = 0;
     for (int i = 0; i < st->nargs; i++) {
       cl_ulong off;
-      cl_mem buf = arg_buffer(m, &st->args[i], &off);
-      if ((err = cl.clSetKernelArg(k, 2 * i, sizeof buf, &buf)) ||
-          (err = cl.clSetKernelArg(k, 2 * i + 1, sizeof off, &off)))
-        return FAIL("clSetKernelArg(%s, %d) failed: %d", st->name, i, err);
+      if (st->args[i].kind == TIR_IMAGE) {
+        err = cl.clSetKernelArg(k, pos++, sizeof(cl_mem), &m->images[st->args[i].index]);
+      } else {
+        cl_mem buf = arg_buffer(m, &st->args[i], &off);
+        if (!(err = cl.clSetKernelArg(k, pos++, sizeof buf, &buf))) err = cl.clSetKernelArg(k, pos++, sizeof off, &off);
+      }
+      if (err) return FAIL("clSetKernelArg(%s, %d) failed: %d", st->name, i, err);
     }
   }
   return 0;
@@ -419,6 +372,7 @@ static int setup(tir_model *m, const char *weights_path, const char *cache_path)
   if (pl->weights_bytes < 64) w = memcpy(pad, m->host_weights ? m->host_weights : pad, pl->weights_bytes);
   if (!(m->weights = new_buffer(m, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, pl->weights_bytes, w, "weights")))
     return -1;
+  if (make_images(m)) return -1;
   if (!cpu && m->weights_block) { /* no CPU step reads them on the host */
     free(m->weights_block);
     m->weights_block = 0;
@@ -438,6 +392,8 @@ TIR_API void tir_destroy(tir_model *m) {
   for (int i = 0; m->outputs && i < m->plan->noutputs; i++)
     if (m->outputs[i]) cl.clReleaseMemObject(m->outputs[i]);
   if (m->weights) cl.clReleaseMemObject(m->weights);
+  for (int i = 0; m->images && i < m->plan->nimages; i++)
+    if (m->images[i]) cl.clReleaseMemObject(m->images[i]);
   if (m->workspace) cl.clReleaseMemObject(m->workspace);
   if (m->program) cl.clReleaseProgram(m->program);
   if (m->queue) cl.clReleaseCommandQueue(m->queue);
@@ -446,6 +402,7 @@ TIR_API void tir_destroy(tir_model *m) {
   free(m->events);
   free(m->inputs);
   free(m->outputs);
+  free(m->images);
   free(m->weights_block);
   free(m->workspace_block);
   free(m);

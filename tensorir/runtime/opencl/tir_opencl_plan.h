@@ -8,8 +8,9 @@
 typedef __SIZE_TYPE__ size_t;
 typedef __UINT64_TYPE__ tir_u64;
 
-/* Where a step argument lives (tensorir.plan.Arg.kind). */
-enum { TIR_INPUT = 0, TIR_OUTPUT = 1, TIR_WEIGHT = 2, TIR_WORKSPACE = 3 };
+/* Where a step argument lives (tensorir.plan.Arg.kind); TIR_IMAGE: a weight read as an
+ * image (index: into tir_plan.images). */
+enum { TIR_INPUT = 0, TIR_OUTPUT = 1, TIR_WEIGHT = 2, TIR_WORKSPACE = 3, TIR_IMAGE = 4 };
 /* Where a step runs (tensorir.plan.KernelCall.device). */
 enum { TIR_GPU = 0, TIR_CPU = 1 };
 
@@ -29,8 +30,17 @@ typedef struct {
   int kernel;           /* TIR_GPU: index into tir_plan.kernels */
   tir_cpu_fn cpu;       /* TIR_CPU: the trampoline */
   int nargs;
-  const tir_arg *args;  /* GPU: each becomes the two kernel args (cl_mem base, ulong off) */
+  const tir_arg *args;  /* GPU: each becomes the two kernel args (cl_mem base, ulong off),
+                           a TIR_IMAGE one kernel arg (the image) */
 } tir_step;
+
+/* A read-only RGBA image2d made once, at load, from the weights' bytes at `offset`
+ * (tensorir.plan.ImageParam: texel (x, y) = 16 or 8 bytes at offset + (y*width + x) * texel). */
+typedef struct {
+  tir_u64 offset;  /* byte offset in the weights blob */
+  size_t width, height;
+  int half;        /* 1: CL_HALF_FLOAT channels, 0: CL_FLOAT */
+} tir_image;
 
 typedef struct {
   const char *name;   /* the __kernel function's name in the program */
@@ -61,6 +71,8 @@ typedef struct {
   tir_u64 workspace_bytes;
   tir_u64 weights_bytes;
   const unsigned char *weights; /* embedded blob, or 0: read from tir_create's weights_path */
+  int nimages;
+  const tir_image *images;
 } tir_plan;
 
 extern const tir_plan tir_the_plan;
