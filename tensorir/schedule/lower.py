@@ -21,7 +21,8 @@ Intermediates not in the arguments become extra *scratch* parameters after them 
 GPU: a leaf bound with `bind` is a `gpu_block` / `gpu_thread` loop carrying its tag; a stage
 computed inside GPU loops that binds a tag bound outside shares that loop's variable (a
 cooperative load, guarded when narrower). A "shared" stage (cache_read) covers the region
-the whole work-group reads there and sits between barriers. Non-dividing
+the whole work-group reads there and sits between barriers. A reduction axis bound to
+local.* is a tree over the work-items (allreduce.py). Non-dividing
 splits and regions that can run past a tensor's edge get `If` guards. An `if_then_else`
 whose arms may read out of bounds (or divide an integer by a variable) becomes an `If`
 around the store (a `Select` evaluates both arms). Then: simplify, vectorize, unroll
@@ -56,6 +57,7 @@ from tensorir.loop.passes import unroll, vectorize
 from tensorir.loop.simplify import simplify
 from tensorir.loop.verify import verify
 from tensorir.loop.visitor import map_exprs, substitute, walk
+from tensorir.schedule.allreduce import assemble_allreduce, bound_reduce_pos
 from tensorir.schedule.schedule import MAX_LANES, Fuse, Schedule, ScheduleError, Split, Stage, split_extents
 from tensorir.schedule.te import IterVar, PlaceholderOp, Reduce, Tensor, TensorLoad
 
@@ -513,6 +515,8 @@ class _Lowerer:
         for c in nest.conds:
             conds.setdefault(nest.level(c), []).append(c)
         positions = list(range(len(nest.leaves)))
+        if isinstance(body, Reduce) and bound_reduce_pos(nest) is not None:  # a tree over work-items
+            return assemble_allreduce(self, nest, body, producers, conds, own.buffer, index)
         if not isinstance(body, Reduce):
             inner: Stmt = _hoist_selects(Store(own.buffer, index, self.to_loads(body)), self.ranges)
             return self.wrap(nest, -1, conds, {}, self.loops(nest, positions, inner, conds, producers))

@@ -304,12 +304,22 @@ class Stage:
           B[i] = A[i]*2.0                           for i_i in gpu_thread(0, 64, "local.x"):
                                                       B[i_o*64 + i_i] = A[i_o*64 + i_i]*2.0
         (after `i_o, i_i = s[B].split(i, factor=64)`)
+
+        A reduction axis bound to "local.*" is a cross-work-item (tree) reduction: each
+        work-item reduces its slice into a private partial, a tree over a shared array
+        combines the partials and every work-item gets the result (allreduce.py).
         """
         self.check_leaf(axis, "bind")
         if tag not in THREAD_TAGS:
             raise ScheduleError(f"bind: unknown tag {tag!r}; one of {', '.join(THREAD_TAGS)}")
-        if axis.kind == "reduce":
-            raise ScheduleError(f"bind: {axis.name} is a reduction axis (work-items would race)")
+        if axis.kind == "reduce" and not tag.startswith("local."):
+            raise ScheduleError(
+                f"bind: {axis.name} is a reduction axis; only local.* (one work-group) can share it "
+                "(work-groups would race)"
+            )
+        bound_red = next((a for a in self.threads if a.kind == "reduce" and a is not axis), None)
+        if axis.kind == "reduce" and bound_red is not None:
+            raise ScheduleError(f"bind: reduction axis {bound_red.name} is already bound; bind one")
         old = self.threads.get(axis)
         if old is not None and old != tag:
             raise ScheduleError(f"bind: axis {axis.name} is already bound to {old}")
