@@ -30,7 +30,7 @@ from tensorir.loop.ir import LoopFunc
 from tensorir.loop.passes import optimize_loops
 from tensorir.ops.conv_algorithms import Specialized
 from tensorir.ops.kernel import build_kernel
-from tensorir.ops.registry import NoScheduleError
+from tensorir.ops.registry import NoScheduleError, is_tunable
 from tensorir.ops.workload import workload_key
 from tensorir.passes.memory_plan import ALIGN, storage_root
 from tensorir.plan import Arg, Copy, KernelCall
@@ -231,17 +231,6 @@ def bind_plan(g: Graph, kernels: Mapping[int, _Kernel], plan) -> tuple[list[Kern
     return calls, copies, binder
 
 
-TUNABLE_ANCHORS = ("conv", "conv2d_nchwc", "dense", "matmul", "gemm", "max_pool", "avg_pool")
-
-
-def _tunable(op: str, attrs: Mapping[str, Any]) -> bool:
-    """Whether a kernel has schedule knobs worth a tuning record (an anchor op)."""
-    body = attrs.get("body") if op == "fused" else None
-    if body is not None and body.anchor is not None:
-        op = body.steps[body.anchor].op
-    return op in TUNABLE_ANCHORS
-
-
 def _in_types(g: Graph, nid: int) -> list[TensorType]:
     return [g.type_of(v) for v in g.inputs_of(nid)]
 
@@ -269,7 +258,7 @@ def make_manifest(
     untuned_workloads = {
         workload_key(graph.node(nid).op, _in_types(graph, nid), graph.node(nid).attr)
         for nid, k in kernels.items()
-        if k.config is None and _tunable(graph.node(nid).op, graph.node(nid).attr)
+        if k.config is None and is_tunable(graph.node(nid).op, graph.node(nid).attr)
     }
     return {
         "tensorir_version": __version__,

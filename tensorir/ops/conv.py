@@ -12,7 +12,7 @@ matmul over a strided window view, and return the input dtype.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -138,7 +138,14 @@ def _conv_infer(ins: Types, attrs: dict[str, Any]) -> Types:
     return [TensorType((x.shape[0], w.shape[0], *out), x.dtype)]
 
 
-@register_op("conv", infer=_conv_infer)
+def _conv_flops(ins: list[TensorType], attrs: Mapping[str, Any], out: TensorType) -> int:
+    """w: (Cout, Cin/g, k...): one dot product per output element."""
+    return 2 * out.size * math.prod(int(d) for d in ins[1].shape[1:])
+
+
+@register_op(
+    "conv", infer=_conv_infer, pattern="anchor", tunable=True, layout="conv", flops=_conv_flops, gpu="rows"
+)
 def conv(
     x: np.ndarray,
     w: np.ndarray,
@@ -203,7 +210,12 @@ def _convt_infer(ins: Types, attrs: dict[str, Any]) -> Types:
     return [TensorType((x.shape[0], m, *out), x.dtype)]
 
 
-@register_op("conv_transpose", infer=_convt_infer)
+def _conv_transpose_flops(ins: list[TensorType], attrs: Mapping[str, Any], out: TensorType) -> int:
+    """w: (Cin, Cout/g, k...): every input element scatters to a window."""
+    return 2 * ins[0].size * math.prod(int(d) for d in ins[1].shape[1:])
+
+
+@register_op("conv_transpose", infer=_convt_infer, pattern="anchor", flops=_conv_transpose_flops, gpu="rows")
 def conv_transpose(
     x: np.ndarray,
     w: np.ndarray,

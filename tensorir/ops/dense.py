@@ -11,6 +11,7 @@ dtype; integer operands keep integer arithmetic.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -35,7 +36,11 @@ def _dense_infer(ins: Types, attrs: dict[str, Any]) -> Types:
     return [TensorType((x.shape[0], w.shape[0]), x.dtype)]
 
 
-@register_op("dense", infer=_dense_infer)
+def _dense_flops(ins: Types, attrs: Mapping[str, Any], out: TensorType) -> int:
+    return 2 * out.size * ins[0].shape[-1]
+
+
+@register_op("dense", infer=_dense_infer, pattern="anchor", tunable=True, flops=_dense_flops, gpu="gemm")
 def dense(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     """y[m, n] = sum_k x[m, k] * w[n, k]."""
     if np.issubdtype(x.dtype, np.integer):

@@ -1,5 +1,9 @@
 """Elementwise ops: broadcast arithmetic, unary math, activations, comparisons, logic, cast.
 
+Every op here is registered with the traits in `EW`: pattern "elementwise" (fuse_ops
+chains them into anchors' epilogues, the layout pass runs them on packed activations) and
+the "injective" GPU template; FLOPs: one per output element (the default).
+
 References follow ONNX semantics and keep the input dtype (numpy would promote
 float16 * python-float to float16 too, but int division and pow need care).
 """
@@ -16,28 +20,30 @@ from tensorir.graph.types import TensorType, np_dtype
 from tensorir.ops.infer import Types, broadcast, same_as
 from tensorir.ops.registry import register_op
 
+EW: dict[str, Any] = {"pattern": "elementwise", "gpu": "injective"}
+
 
 def _keep(x: np.ndarray, like: np.ndarray) -> np.ndarray:
     return np.asarray(x).astype(like.dtype, copy=False)
 
 
 # ---- binary arithmetic ------------------------------------------------------
-@register_op("add", infer=broadcast())
+@register_op("add", infer=broadcast(), **EW)
 def add(a, b):
     return _keep(a + b, a)
 
 
-@register_op("sub", infer=broadcast())
+@register_op("sub", infer=broadcast(), **EW)
 def sub(a, b):
     return _keep(a - b, a)
 
 
-@register_op("mul", infer=broadcast())
+@register_op("mul", infer=broadcast(), **EW)
 def mul(a, b):
     return _keep(a * b, a)
 
 
-@register_op("div", infer=broadcast())
+@register_op("div", infer=broadcast(), **EW)
 def div(a, b):
     if np.issubdtype(a.dtype, np.integer):
         # ONNX integer Div truncates toward zero (C semantics), numpy floors.
@@ -47,31 +53,31 @@ def div(a, b):
     return _keep(a / b, a)
 
 
-@register_op("pow", infer=broadcast())
+@register_op("pow", infer=broadcast(), **EW)
 def pow_(a, b):
     if np.issubdtype(a.dtype, np.integer):
         return np.power(a.astype(np.int64), b.astype(np.int64)).astype(a.dtype)
     return _keep(np.power(a, b.astype(a.dtype)), a)
 
 
-@register_op("mod", infer=broadcast())
+@register_op("mod", infer=broadcast(), **EW)
 def mod(a, b, fmod=0):
     if fmod or np.issubdtype(a.dtype, np.floating):
         return _keep(np.fmod(a, b), a)
     return _keep(np.mod(a, b), a)
 
 
-@register_op("maximum", infer=broadcast())
+@register_op("maximum", infer=broadcast(), **EW)
 def maximum(a, b):
     return _keep(np.maximum(a, b), a)
 
 
-@register_op("minimum", infer=broadcast())
+@register_op("minimum", infer=broadcast(), **EW)
 def minimum(a, b):
     return _keep(np.minimum(a, b), a)
 
 
-@register_op("where", infer=lambda ins, attrs: broadcast()([ins[1], ins[0], ins[2]], attrs))
+@register_op("where", infer=lambda ins, attrs: broadcast()([ins[1], ins[0], ins[2]], attrs), **EW)
 def where(cond, a, b):
     return np.where(cond, a, b).astype(a.dtype, copy=False)
 
@@ -87,10 +93,10 @@ for _name, _fn in {
     "logical_or": np.logical_or,
     "logical_xor": np.logical_xor,
 }.items():
-    register_op(_name, infer=broadcast("bool"))(lambda a, b, _fn=_fn: _fn(a, b))
+    register_op(_name, infer=broadcast("bool"), **EW)(lambda a, b, _fn=_fn: _fn(a, b))
 
 
-@register_op("logical_not", infer=same_as(0))
+@register_op("logical_not", infer=same_as(0), **EW)
 def logical_not(x):
     return np.logical_not(x)
 
@@ -123,7 +129,7 @@ for _name, _fn in _UNARY.items():
         with np.errstate(all="ignore"):
             return _keep(_fn(x), x)
 
-    register_op(_name, infer=same_as(0))(_ref)
+    register_op(_name, infer=same_as(0), **EW)(_ref)
 
 
 # ---- activations ------------------------------------------------------------
@@ -132,60 +138,60 @@ def _f(x: np.ndarray) -> np.ndarray:
     return x.astype(np.float64) if x.dtype == np.float64 else x.astype(np.float32)
 
 
-@register_op("relu", infer=same_as(0))
+@register_op("relu", infer=same_as(0), **EW)
 def relu(x):
     return _keep(np.maximum(x, 0), x)
 
 
-@register_op("leaky_relu", infer=same_as(0))
+@register_op("leaky_relu", infer=same_as(0), **EW)
 def leaky_relu(x, alpha=0.01):
     return _keep(np.where(x >= 0, x, _f(x) * alpha), x)
 
 
-@register_op("prelu", infer=broadcast())
+@register_op("prelu", infer=broadcast(), **EW)
 def prelu(x, slope):
     return _keep(np.where(x >= 0, x, x * slope), x)
 
 
-@register_op("elu", infer=same_as(0))
+@register_op("elu", infer=same_as(0), **EW)
 def elu(x, alpha=1.0):
     with np.errstate(over="ignore"):
         return _keep(np.where(x > 0, x, alpha * (np.exp(_f(x)) - 1)), x)
 
 
-@register_op("selu", infer=same_as(0))
+@register_op("selu", infer=same_as(0), **EW)
 def selu(x, alpha=1.67326319217681884765625, gamma=1.05070102214813232421875):
     with np.errstate(over="ignore"):
         return _keep(gamma * np.where(x > 0, x, alpha * (np.exp(_f(x)) - 1)), x)
 
 
-@register_op("sigmoid", infer=same_as(0))
+@register_op("sigmoid", infer=same_as(0), **EW)
 def sigmoid(x):
     with np.errstate(over="ignore"):
         return _keep(1.0 / (1.0 + np.exp(-_f(x))), x)
 
 
-@register_op("hard_sigmoid", infer=same_as(0))
+@register_op("hard_sigmoid", infer=same_as(0), **EW)
 def hard_sigmoid(x, alpha=0.2, beta=0.5):
     return _keep(np.clip(_f(x) * alpha + beta, 0, 1), x)
 
 
-@register_op("hard_swish", infer=same_as(0))
+@register_op("hard_swish", infer=same_as(0), **EW)
 def hard_swish(x):
     return _keep(_f(x) * np.clip(_f(x) / 6 + 0.5, 0, 1), x)
 
 
-@register_op("softplus", infer=same_as(0))
+@register_op("softplus", infer=same_as(0), **EW)
 def softplus(x):
     return _keep(np.logaddexp(0, _f(x)), x)
 
 
-@register_op("softsign", infer=same_as(0))
+@register_op("softsign", infer=same_as(0), **EW)
 def softsign(x):
     return _keep(_f(x) / (1 + np.abs(_f(x))), x)
 
 
-@register_op("gelu", infer=same_as(0))
+@register_op("gelu", infer=same_as(0), **EW)
 def gelu(x, approximate="none"):
     v = _f(x)
     if approximate == "tanh":
@@ -193,13 +199,13 @@ def gelu(x, approximate="none"):
     return _keep(0.5 * v * (1 + _erf(v / math.sqrt(2))), x)
 
 
-@register_op("mish", infer=same_as(0))
+@register_op("mish", infer=same_as(0), **EW)
 def mish(x):
     v = _f(x)
     return _keep(v * np.tanh(np.logaddexp(0, v)), x)
 
 
-@register_op("clip", infer=same_as(0))
+@register_op("clip", infer=same_as(0), **EW)
 def clip(x, min=None, max=None):  # noqa: A002 - ONNX attribute names
     out = x
     if min is not None:
@@ -214,7 +220,7 @@ def _cast_infer(ins: Types, attrs: dict[str, Any]) -> Types:
     return [TensorType(ins[0].shape, attrs["to"])]
 
 
-@register_op("cast", infer=_cast_infer)
+@register_op("cast", infer=_cast_infer, **EW)
 def cast(x, to, saturate=1, round_mode="up"):
     target = np_dtype(to)
     wide = x.astype(np.float32) if x.dtype.name in _ML_NAMES else x

@@ -11,11 +11,12 @@ all run the steps in order, so a fused node means exactly what the chain meant.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from tensorir.graph.types import TensorType
-from tensorir.ops.registry import get_op, register_compute, register_op
+from tensorir.ops.registry import get_op, op_flops, register_compute, register_op
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,20 @@ def _infer(ins: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
     return [_run(body, ins, lambda s, xs: get_op(s.op).infer(xs, dict(s.attrs)))]
 
 
-@register_op("fused", infer=_infer)
+def _fused_flops(ins: list[TensorType], attrs: Mapping[str, Any], out: TensorType) -> int:
+    """The sum of its steps' counts, on the types shape inference gives them."""
+    counts: list[int] = []
+
+    def step(s: Step, xs: list[TensorType]) -> list[TensorType]:
+        ys = get_op(s.op).infer(xs, dict(s.attrs))
+        counts.append(op_flops(s.op, xs, dict(s.attrs), ys[0]))
+        return ys
+
+    _run(attrs["body"], list(ins), step)
+    return sum(counts)
+
+
+@register_op("fused", infer=_infer, pattern="opaque", flops=_fused_flops, gpu="injective")
 def fused(*inputs, body: FusedBody):
     return _run(body, list(inputs), lambda s, xs: get_op(s.op).run_reference(xs, dict(s.attrs)))
 

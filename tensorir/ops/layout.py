@@ -21,8 +21,9 @@ MACE pack the same way). The references unpack, run `conv`, and pack again.
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -93,7 +94,7 @@ def _transform_infer(ins: Types, attrs: dict[str, Any]) -> Types:
     raise ShapeError(f"layout_transform {attrs['src']} -> {attrs['dst']} is not supported")
 
 
-@register_op("layout_transform", infer=_transform_infer)
+@register_op("layout_transform", infer=_transform_infer, pattern="injective", gpu="injective")
 def layout_transform(x: np.ndarray, src: str, dst: str) -> np.ndarray:
     block = layout_block(dst)
     return pack_array(x, block) if block else unpack_array(x)
@@ -124,7 +125,19 @@ def _conv_nchwc_infer(ins: Types, attrs: dict[str, Any]) -> Types:
     return [TensorType((n, mo, oh, ow, ob), x.dtype)]
 
 
-@register_op("conv2d_nchwc", infer=_conv_nchwc_infer)
+def _conv_nchwc_flops(ins: Types, attrs: Mapping[str, Any], out: TensorType) -> int:
+    """w: (M/ob, C/ib, KH, KW, ib, ob), depthwise (.., 1, KH, KW, 1, ob): a dot product per output."""
+    return 2 * out.size * math.prod(int(d) for d in ins[1].shape[1:5])
+
+
+@register_op(
+    "conv2d_nchwc",
+    infer=_conv_nchwc_infer,
+    pattern="anchor",
+    tunable=True,
+    flops=_conv_nchwc_flops,
+    gpu="conv_nchwc",
+)
 def conv2d_nchwc(
     x: np.ndarray,
     w: np.ndarray,

@@ -8,6 +8,7 @@ dtype; integer matmul/gemm keep integer arithmetic.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -16,7 +17,7 @@ from tensorir.errors import ShapeError
 from tensorir.graph.types import TensorType
 from tensorir.ops.conv import acc_dtype
 from tensorir.ops.infer import Types, broadcast_shapes, normalize_axis
-from tensorir.ops.registry import register_op
+from tensorir.ops.registry import per_output, register_op
 
 
 def _wide(x: np.ndarray) -> np.ndarray:
@@ -47,7 +48,12 @@ def _gemm_infer(ins: Types, attrs: dict[str, Any]) -> Types:
     return [TensorType((m, n), _same_dtype(ins, "gemm"))]
 
 
-@register_op("gemm", infer=_gemm_infer)
+def _gemm_flops(ins: Types, attrs: Mapping[str, Any], out: TensorType) -> int:
+    k = ins[0].shape[0] if attrs.get("trans_a") else ins[0].shape[-1]
+    return 2 * out.size * k
+
+
+@register_op("gemm", infer=_gemm_infer, pattern="anchor", tunable=True, flops=_gemm_flops, gpu="gemm")
 def gemm(
     a: np.ndarray,
     b: np.ndarray,
@@ -85,7 +91,11 @@ def _matmul_infer(ins: Types, attrs: dict[str, Any]) -> Types:
     return [TensorType(matmul_shape(ins[0].shape, ins[1].shape), _same_dtype(ins, "matmul"))]
 
 
-@register_op("matmul", infer=_matmul_infer)
+def _matmul_flops(ins: Types, attrs: Mapping[str, Any], out: TensorType) -> int:
+    return 2 * out.size * ins[0].shape[-1]
+
+
+@register_op("matmul", infer=_matmul_infer, pattern="anchor", tunable=True, flops=_matmul_flops, gpu="gemm")
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.asarray(np.matmul(_wide(a), _wide(b))).astype(a.dtype)
 
@@ -137,7 +147,13 @@ def _einsum_infer(ins: Types, attrs: dict[str, Any]) -> Types:
     return [TensorType(shape, _same_dtype(ins, "einsum"))]
 
 
-@register_op("einsum", infer=_einsum_infer)
+def _einsum_flops(ins: Types, attrs: Mapping[str, Any], out: TensorType) -> int:
+    """The largest operand times the output elements per its element (a rough count)."""
+    largest = max(t.size for t in ins)
+    return 2 * largest * max(1, out.size // largest)
+
+
+@register_op("einsum", infer=_einsum_infer, pattern="reduction", flops=_einsum_flops, gpu="rows")
 def einsum(*xs: np.ndarray, equation: str) -> np.ndarray:
     y = np.einsum(equation, *(_wide(x) for x in xs), optimize=len(xs) > 1)
     return np.asarray(y).astype(xs[0].dtype)
@@ -150,14 +166,14 @@ def _axis_infer(ins: Types, attrs: dict[str, Any]) -> Types:
     return [TensorType(x.shape, x.dtype)]
 
 
-@register_op("softmax", infer=_axis_infer)
+@register_op("softmax", infer=_axis_infer, pattern="reduction", flops=per_output(5), gpu="rows")
 def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
     v = _wide(x)
     e = np.exp(v - v.max(axis=axis, keepdims=True))
     return (e / e.sum(axis=axis, keepdims=True)).astype(x.dtype)
 
 
-@register_op("log_softmax", infer=_axis_infer)
+@register_op("log_softmax", infer=_axis_infer, pattern="reduction", flops=per_output(5), gpu="rows")
 def log_softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
     v = _wide(x)
     shifted = v - v.max(axis=axis, keepdims=True)
@@ -174,7 +190,7 @@ def _dropout_infer(ins: Types, attrs: dict[str, Any]) -> Types:
     return [TensorType(x.shape, x.dtype), TensorType(x.shape, "bool")]
 
 
-@register_op("dropout", infer=_dropout_infer)
+@register_op("dropout", infer=_dropout_infer, pattern="opaque")
 def dropout(x: np.ndarray, ratio: float = 0.5, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Training-mode dropout; the mask is numpy's RandomState(seed), as ONNX's reference."""
     mask = np.random.RandomState(seed).uniform(0.0, 1.0, x.shape) >= ratio

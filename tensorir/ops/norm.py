@@ -14,7 +14,7 @@ from tensorir.errors import ShapeError
 from tensorir.graph.types import TensorType, np_dtype
 from tensorir.ops.conv import acc_dtype
 from tensorir.ops.infer import Types, broadcast_shapes, normalize_axis
-from tensorir.ops.registry import register_op
+from tensorir.ops.registry import per_output, register_op
 
 
 def _f(x: np.ndarray) -> np.ndarray:
@@ -44,7 +44,9 @@ def _bn_infer(ins: Types, attrs: dict[str, Any]) -> Types:
     return [TensorType(ins[0].shape, ins[0].dtype)]
 
 
-@register_op("batch_norm", infer=_bn_infer)
+# Per-channel scale and shift, but not "elementwise": fold_batchnorm folds it into the conv
+# before it, and fuse_ops / the layout pass leave the rest alone.
+@register_op("batch_norm", infer=_bn_infer, pattern="injective", flops=per_output(5), gpu="injective")
 def batch_norm(
     x: np.ndarray,
     scale: np.ndarray,
@@ -70,7 +72,7 @@ def _bn_train_infer(ins: Types, attrs: dict[str, Any]) -> Types:
     ]
 
 
-@register_op("batch_norm_training", infer=_bn_train_infer)
+@register_op("batch_norm_training", infer=_bn_train_infer, pattern="opaque")
 def batch_norm_training(
     x: np.ndarray,
     scale: np.ndarray,
@@ -103,7 +105,7 @@ def _in_infer(ins: Types, attrs: dict[str, Any]) -> Types:
     return [TensorType(x.shape, x.dtype)]
 
 
-@register_op("instance_norm", infer=_in_infer)
+@register_op("instance_norm", infer=_in_infer, pattern="reduction", flops=per_output(5), gpu="rows")
 def instance_norm(x: np.ndarray, scale: np.ndarray, bias: np.ndarray, epsilon: float = 1e-5) -> np.ndarray:
     axes = tuple(range(2, x.ndim))
     v = _f(x)
@@ -126,7 +128,7 @@ def _ln_infer(ins: Types, attrs: dict[str, Any]) -> Types:
     return [TensorType(x.shape, x.dtype), stat, stat]
 
 
-@register_op("layer_norm", infer=_ln_infer)
+@register_op("layer_norm", infer=_ln_infer, pattern="reduction", flops=per_output(5), gpu="rows")
 def layer_norm(
     x: np.ndarray,
     scale: np.ndarray,

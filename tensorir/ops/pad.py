@@ -38,7 +38,7 @@ def _infer_pad(ins: Types, attrs: dict[str, Any]) -> Types:
     return [TensorType(tuple(shape), x.dtype)]
 
 
-@register_op("pad", infer=_infer_pad)
+@register_op("pad", infer=_infer_pad, pattern="injective", gpu="injective")
 def pad(x: np.ndarray, pads: tuple[int, ...], mode: str = "constant", value: Any = 0) -> np.ndarray:
     r = x.ndim
     begins, ends = pads[:r], pads[r:]

@@ -19,7 +19,7 @@ from tensorir.errors import ShapeError
 from tensorir.graph.types import TensorType
 from tensorir.ops.conv import Ints, acc_dtype, out_spatial, pad_for_windows, spatial_attrs, window_view
 from tensorir.ops.infer import Types
-from tensorir.ops.registry import register_op
+from tensorir.ops.registry import reduction_flops, register_op, window_flops
 
 
 def _window(nsp: int, attrs: dict[str, Any]) -> tuple[Ints, Ints, Ints, Ints]:
@@ -66,7 +66,16 @@ def _flat_index(pos: list[np.ndarray], in_shape: Ints, column_major: bool, lead:
     return idx + lead * step
 
 
-@register_op("max_pool", infer=_max_pool_infer)
+# Not an anchor (fuse_ops leaves an activation after it as its own kernel), but tunable.
+@register_op(
+    "max_pool",
+    infer=_max_pool_infer,
+    pattern="reduction",
+    tunable=True,
+    layout="pool",
+    flops=window_flops,
+    gpu="rows",
+)
 def max_pool(
     x: np.ndarray,
     kernel_shape: Ints = (),
@@ -102,7 +111,15 @@ def _tap_counts(size: int, k: int, s: int, d: int, lo: int, hi: int, out: int) -
     return ((taps >= lo) & (taps < hi)).sum(axis=1)
 
 
-@register_op("avg_pool", infer=_avg_pool_infer)
+@register_op(
+    "avg_pool",
+    infer=_avg_pool_infer,
+    pattern="anchor",
+    tunable=True,
+    layout="pool",
+    flops=window_flops,
+    gpu="rows",
+)
 def avg_pool(
     x: np.ndarray,
     kernel_shape: Ints = (),
@@ -136,12 +153,26 @@ def _global_infer(ins: Types, attrs: dict[str, Any]) -> Types:
     return [TensorType((*x.shape[:2], *(1,) * (x.ndim - 2)), x.dtype)]
 
 
-@register_op("global_avg_pool", infer=_global_infer)
+@register_op(
+    "global_avg_pool",
+    infer=_global_infer,
+    pattern="anchor",
+    layout="global_avg",
+    flops=reduction_flops,
+    gpu="rows",
+)
 def global_avg_pool(x: np.ndarray) -> np.ndarray:
     axes = tuple(range(2, x.ndim))
     return x.astype(acc_dtype(x.dtype), copy=False).mean(axis=axes, keepdims=True).astype(x.dtype)
 
 
-@register_op("global_max_pool", infer=_global_infer)
+@register_op(
+    "global_max_pool",
+    infer=_global_infer,
+    pattern="anchor",
+    layout="global_max",
+    flops=reduction_flops,
+    gpu="rows",
+)
 def global_max_pool(x: np.ndarray) -> np.ndarray:
     return x.max(axis=tuple(range(2, x.ndim)), keepdims=True)

@@ -17,7 +17,7 @@ import numpy as np
 from tensorir.errors import ShapeError
 from tensorir.graph.types import TensorType
 from tensorir.ops.infer import Types, same_as
-from tensorir.ops.registry import register_op
+from tensorir.ops.registry import reduction_flops, register_op
 
 Axes = tuple[int, ...]
 
@@ -134,7 +134,7 @@ def _register_reduction(name: str, fn: Callable[[np.ndarray, Axes, bool], Any]) 
             out = fn(_acc(x), tuple(axes), bool(keepdims))
         return _keep(out, x)
 
-    register_op(name, infer=_infer_reduce)(ref)
+    register_op(name, infer=_infer_reduce, pattern="reduction", flops=reduction_flops, gpu="rows")(ref)
 
 
 for _name, _fn in _REDUCTIONS.items():
@@ -149,12 +149,12 @@ def _arg(fn: Callable[..., np.ndarray], x: np.ndarray, axis: int, keepdims: int,
     return np.asarray(idx, dtype=np.int64)
 
 
-@register_op("argmax", infer=_infer_arg)
+@register_op("argmax", infer=_infer_arg, pattern="reduction", flops=reduction_flops, gpu="rows")
 def argmax(x: np.ndarray, axis: int, keepdims: int = 1, select_last_index: int = 0) -> np.ndarray:
     return _arg(np.argmax, x, axis, keepdims, select_last_index)
 
 
-@register_op("argmin", infer=_infer_arg)
+@register_op("argmin", infer=_infer_arg, pattern="reduction", flops=reduction_flops, gpu="rows")
 def argmin(x: np.ndarray, axis: int, keepdims: int = 1, select_last_index: int = 0) -> np.ndarray:
     return _arg(np.argmin, x, axis, keepdims, select_last_index)
 
@@ -169,14 +169,14 @@ def stable_order(x: np.ndarray, axis: int, largest: bool) -> np.ndarray:
     return np.flip(n - 1 - rev, axis)
 
 
-@register_op("topk", infer=_infer_topk)
+@register_op("topk", infer=_infer_topk, pattern="opaque")
 def topk(x: np.ndarray, k: int, axis: int, largest: int = 1, sorted: int = 1) -> tuple[np.ndarray, ...]:  # noqa: A002
     order = stable_order(x, axis, bool(largest))
     idx = np.take(order, np.arange(k), axis=axis).astype(np.int64)
     return np.take_along_axis(x, idx, axis=axis), idx
 
 
-@register_op("cumsum", infer=_infer_scan)
+@register_op("cumsum", infer=_infer_scan, pattern="opaque")
 def cumsum(x: np.ndarray, axis: int, exclusive: int = 0, reverse: int = 0) -> np.ndarray:
     v = np.flip(x, axis) if reverse else x
     acc = _acc(v)

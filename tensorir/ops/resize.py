@@ -199,7 +199,7 @@ def _saturate(out: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return out.astype(dtype)
 
 
-@register_op("resize", infer=_infer_resize)
+@register_op("resize", infer=_infer_resize, pattern="injective", gpu="injective")
 def resize(
     x: np.ndarray,
     sizes: tuple[int, ...],

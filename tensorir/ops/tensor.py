@@ -25,6 +25,9 @@ from tensorir.graph.types import TensorType
 from tensorir.ops.infer import Types, broadcast_shapes, same_as
 from tensorir.ops.registry import register_op
 
+# data movement: not fused, the injective GPU template, one FLOP per output element
+MOVE: dict[str, Any] = {"pattern": "injective", "gpu": "injective"}
+
 Shape = tuple[int, ...]
 
 
@@ -34,7 +37,7 @@ def _check_axis(axis: int, ndim: int, what: str = "axis") -> None:
 
 
 # ---- identity ------------------------------------------------------------------
-@register_op("identity", infer=same_as(0))
+@register_op("identity", infer=same_as(0), **MOVE)
 def identity(x: np.ndarray) -> np.ndarray:
     return x
 
@@ -73,7 +76,7 @@ def _reshape_infer(ins: Types, attrs: dict[str, Any]) -> Types:
     return [TensorType(shape, ins[0].dtype)]
 
 
-@register_op("reshape", infer=_reshape_infer)
+@register_op("reshape", infer=_reshape_infer, **MOVE)
 def reshape(x: np.ndarray, shape: Shape) -> np.ndarray:
     return np.reshape(x, shape)
 
@@ -86,7 +89,7 @@ def _transpose_infer(ins: Types, attrs: dict[str, Any]) -> Types:
     return [TensorType(tuple(ins[0].shape[p] for p in perm), ins[0].dtype)]
 
 
-@register_op("transpose", infer=_transpose_infer)
+@register_op("transpose", infer=_transpose_infer, **MOVE)
 def transpose(x: np.ndarray, perm: Shape) -> np.ndarray:
     return np.transpose(x, perm)
 
@@ -112,7 +115,7 @@ def _concat_infer(ins: Types, attrs: dict[str, Any]) -> Types:
     return [TensorType(tuple(shape), first.dtype)]
 
 
-@register_op("concat", infer=_concat_infer)
+@register_op("concat", infer=_concat_infer, **MOVE)
 def concat(*xs: np.ndarray, axis: int) -> np.ndarray:
     return np.concatenate(xs, axis=axis).astype(xs[0].dtype, copy=False)
 
@@ -130,7 +133,7 @@ def _split_infer(ins: Types, attrs: dict[str, Any]) -> Types:
     return outs
 
 
-@register_op("split", infer=_split_infer)
+@register_op("split", infer=_split_infer, **MOVE)
 def split(x: np.ndarray, axis: int, sizes: Shape) -> tuple[np.ndarray, ...]:
     cuts = np.cumsum(sizes)[:-1]
     return tuple(np.split(x, cuts, axis=axis))
@@ -189,7 +192,7 @@ def _slice_infer(ins: Types, attrs: dict[str, Any]) -> Types:
     return [TensorType(tuple(shape), x.dtype)]
 
 
-@register_op("slice", infer=_slice_infer)
+@register_op("slice", infer=_slice_infer, **MOVE)
 def slice_(x: np.ndarray, starts: Shape, ends: Shape, axes: Shape, steps: Shape) -> np.ndarray:
     index = [slice(None)] * x.ndim
     for start, end, axis, step in zip(starts, ends, axes, steps, strict=True):
@@ -211,7 +214,7 @@ def _gather_infer(ins: Types, attrs: dict[str, Any]) -> Types:
     return [TensorType(shape, data.dtype)]
 
 
-@register_op("gather", infer=_gather_infer)
+@register_op("gather", infer=_gather_infer, **MOVE)
 def gather(data: np.ndarray, indices: np.ndarray, axis: int) -> np.ndarray:
     """Negative indices count from the end; out-of-range ones raise IndexError."""
     return np.take(data, indices.astype(np.int64), axis=axis)
@@ -226,7 +229,7 @@ def _gather_elements_infer(ins: Types, attrs: dict[str, Any]) -> Types:
     return [TensorType(indices.shape, data.dtype)]
 
 
-@register_op("gather_elements", infer=_gather_elements_infer)
+@register_op("gather_elements", infer=_gather_elements_infer, **MOVE)
 def gather_elements(data: np.ndarray, indices: np.ndarray, axis: int) -> np.ndarray:
     dim = data.shape[axis]
     idx = indices.astype(np.int64)
@@ -245,7 +248,7 @@ def _expand_infer(ins: Types, attrs: dict[str, Any]) -> Types:
     return [TensorType(shape, ins[0].dtype)]
 
 
-@register_op("expand", infer=_expand_infer)
+@register_op("expand", infer=_expand_infer, **MOVE)
 def expand(x: np.ndarray, shape: Shape) -> np.ndarray:
     return np.array(np.broadcast_to(x, shape))
 
@@ -257,7 +260,7 @@ def _tile_infer(ins: Types, attrs: dict[str, Any]) -> Types:
     return [TensorType(tuple(d * r for d, r in zip(x.shape, repeats, strict=True)), x.dtype)]
 
 
-@register_op("tile", infer=_tile_infer)
+@register_op("tile", infer=_tile_infer, **MOVE)
 def tile(x: np.ndarray, repeats: Shape) -> np.ndarray:
     return np.tile(x, repeats)
 
@@ -273,7 +276,7 @@ def _d2s_infer(ins: Types, attrs: dict[str, Any]) -> Types:
     return [TensorType((n, c // (b * b), h * b, w * b), x.dtype)]
 
 
-@register_op("depth_to_space", infer=_d2s_infer)
+@register_op("depth_to_space", infer=_d2s_infer, **MOVE)
 def depth_to_space(x: np.ndarray, blocksize: int, mode: str) -> np.ndarray:
     n, c, h, w = x.shape
     b = blocksize
@@ -292,7 +295,7 @@ def _s2d_infer(ins: Types, attrs: dict[str, Any]) -> Types:
     return [TensorType((n, c * b * b, h // b, w // b), x.dtype)]
 
 
-@register_op("space_to_depth", infer=_s2d_infer)
+@register_op("space_to_depth", infer=_s2d_infer, **MOVE)
 def space_to_depth(x: np.ndarray, blocksize: int) -> np.ndarray:
     n, c, h, w = x.shape
     b = blocksize

@@ -1,10 +1,12 @@
 """Operator fusion: elementwise epilogues into their producer, elementwise chains together.
 
-Rules, after TVM's FuseOps with the mobile engines' epilogues in mind:
-- an *anchor* (conv, conv_transpose, dense, matmul, gemm, pooling) absorbs the chain of
-  elementwise ops that follows it (bias add, BN scale/shift, activation, residual add),
-  one consumer at a time, while the chain keeps the anchor's output shape and each link
-  has a single consumer and is not a graph output;
+Rules, after TVM's FuseOps with the mobile engines' epilogues in mind (the op traits
+`pattern="anchor"` / `"elementwise"` in each op's registration, tensorir/ops/registry.py):
+- an *anchor* (conv, conv2d_nchwc, conv_transpose, dense, matmul, gemm, avg_pool, the
+  global pools; not max_pool) absorbs the chain of elementwise ops that follows it (bias
+  add, BN scale/shift, activation, residual add), one consumer at a time, while the chain
+  keeps the anchor's output shape and each link has a single consumer and is not a graph
+  output;
 - a run of elementwise ops with single consumers becomes one injective kernel.
 
 Each group of two or more ops becomes one `fused` node (tensorir/ops/fused.py):
@@ -18,25 +20,7 @@ from __future__ import annotations
 
 from tensorir.graph.graph import Graph, Value
 from tensorir.ops.fused import FusedBody, Step
-from tensorir.ops.registry import all_ops
-
-ANCHOR_OPS = frozenset(
-    {
-        "conv",
-        "conv2d_nchwc",
-        "conv_transpose",
-        "dense",
-        "matmul",
-        "gemm",
-        "avg_pool",
-        "global_avg_pool",
-        "global_max_pool",
-    }
-)
-
-
-def _elementwise_ops() -> frozenset[str]:
-    return frozenset(n for n, d in all_ops().items() if d.reference.__module__ == "tensorir.ops.elementwise")
+from tensorir.ops.registry import is_anchor, is_elementwise
 
 
 def _single_use(g: Graph, v: Value, outputs: set[Value]) -> int | None:
@@ -47,15 +31,13 @@ def _single_use(g: Graph, v: Value, outputs: set[Value]) -> int | None:
     return users[0][0]
 
 
-def _grow(
-    g: Graph, start: int, elementwise: frozenset[str], outputs: set[Value], taken: set[int]
-) -> list[int]:
+def _grow(g: Graph, start: int, outputs: set[Value], taken: set[int]) -> list[int]:
     """start and the elementwise chain after it that keeps start's output type."""
     group = [start]
     out_type = g.node(start).outputs[0]
     while True:
         nxt = _single_use(g, Value(group[-1]), outputs)
-        if nxt is None or nxt in taken or g.node(nxt).op not in elementwise:
+        if nxt is None or nxt in taken or not is_elementwise(g.node(nxt).op):
             return group
         t = g.node(nxt).outputs[0]
         if t.shape != out_type.shape:
@@ -83,7 +65,7 @@ def _body(g: Graph, group: list[int]) -> tuple[FusedBody, list[Value]]:
         Step(node.op, node.attrs, tuple(i if kind == "in" else n + i for kind, i in args))
         for node, args in raw
     )
-    anchor = 0 if g.node(group[0]).op in ANCHOR_OPS else None
+    anchor = 0 if is_anchor(g.node(group[0]).op) else None
     return FusedBody(steps, n, anchor), externals
 
 
@@ -98,7 +80,6 @@ def _replace(g: Graph, group: list[int]) -> None:
 
 def fuse_ops(g: Graph) -> bool:
     """Replace every fusible group by one `fused` node; True if anything changed."""
-    elementwise = _elementwise_ops()
     outputs = {v for _, v in g.outputs}
     taken: set[int] = set()
     groups = []
@@ -106,10 +87,10 @@ def fuse_ops(g: Graph) -> bool:
     for phase in ("anchors", "chains"):
         for nid in order:
             op = g.node(nid).op
-            starts = op in ANCHOR_OPS if phase == "anchors" else op in elementwise
+            starts = is_anchor(op) if phase == "anchors" else is_elementwise(op)
             if nid in taken or not starts:
                 continue
-            group = _grow(g, nid, elementwise, outputs, taken)
+            group = _grow(g, nid, outputs, taken)
             if len(group) > 1:
                 groups.append(group)
                 taken.update(group)

@@ -6,13 +6,15 @@
 Every 2-D float32 conv (group 1, or depthwise) with constant weights becomes a
 `conv2d_nchwc` (tensorir/ops/layout.py) on packed activations, its weights and bias packed
 here into constants. The packed layout then spreads forward through the ops that have a
-packed form:
+packed form (the op traits `layout` and `pattern`, declared in each op's registration):
 
-- elementwise ops (tensorir/ops/elementwise.py) whose output is the packed tensor's
+- `pattern="elementwise"` ops (tensorir/ops/elementwise.py) whose output is the packed tensor's
   shape; their other inputs are packed too: constants are repacked (per-channel
   (C, 1, 1) -> (C/x, 1, 1, x), scalars stay), other activations get a layout_transform;
-- max_pool / avg_pool (2-D) -> the same pool over (H, W, c) with a unit window on c;
-- global_avg_pool / global_max_pool -> reduce_mean / reduce_max over axes (2, 3).
+- `layout="pool"` (max_pool / avg_pool, 2-D) -> the same pool over (H, W, c) with a unit
+  window on c;
+- `layout="global_avg"` / `"global_max"` (global_avg_pool / global_max_pool) -> reduce_mean /
+  reduce_max over axes (2, 3).
 
 A `layout_transform` back to NCHW is inserted only where a packed value meets an op
 without a packed form (flatten, reshape, dense, ...) or a graph output, once per value.
@@ -35,12 +37,11 @@ from tensorir import config
 from tensorir.graph.graph import Graph, Value
 from tensorir.graph.types import TensorType
 from tensorir.ops.layout import pack_array, pack_weight
-from tensorir.ops.registry import all_ops
+from tensorir.ops.registry import is_elementwise, layout_rule
 from tensorir.passes import Pass, add_op, const_of, remove_dead
 from tensorir.target import Target, get_target
 
-POOLS = ("max_pool", "avg_pool")
-GLOBAL_POOLS = {"global_avg_pool": "reduce_mean", "global_max_pool": "reduce_max"}
+GLOBAL_REDUCTION = {"global_avg": "reduce_mean", "global_max": "reduce_max"}  # by layout rule
 
 
 def layout_enabled() -> bool:
@@ -67,9 +68,6 @@ class _Packer:
         self.g, self.lanes = g, lanes
         self.packed: dict[Value, Value] = {}
         self.replaced: list[int] = []
-        self.elementwise = {
-            n for n, d in all_ops().items() if d.reference.__module__ == "tensorir.ops.elementwise"
-        }
 
     # ---- helpers --------------------------------------------------------------------
     def block_of(self, c: int) -> int:
@@ -166,18 +164,19 @@ class _Packer:
         (x,) = self.g.inputs_of(nid)
         if x not in self.packed:
             return None
-        op = GLOBAL_POOLS[self.g.node(nid).op]
+        op = GLOBAL_REDUCTION[layout_rule(self.g.node(nid).op)]
         return add_op(self.g, op, [self.packed[x]], {"axes": (2, 3), "keepdims": 1})
 
     def visit(self, nid: int) -> None:
         op = self.g.node(nid).op
-        if op == "conv":
+        rule = layout_rule(op)
+        if rule == "conv":
             new = self.conv(nid)
-        elif op in POOLS:
+        elif rule == "pool":
             new = self.pool(nid)
-        elif op in GLOBAL_POOLS:
+        elif rule in GLOBAL_REDUCTION:
             new = self.global_pool(nid)
-        elif op in self.elementwise:
+        elif is_elementwise(op):
             new = self.elementwise_op(nid)
         else:
             return

@@ -164,7 +164,7 @@ def _infer(ins: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
     return [TensorType((x.shape[0], u.shape[3], oh, ow), x.dtype)]
 
 
-@register_op("conv2d_winograd", infer=_infer)
+@register_op("conv2d_winograd", infer=_infer, pattern="opaque")
 def winograd_conv_reference(x: np.ndarray, u: np.ndarray, pads: Ints | None = None, m: int = 4) -> np.ndarray:
     """The tiled Winograd conv in numpy, in x's dtype: y = conv(x, w, pads) for U = weight_transform(w, m)."""
     n, c, h, w = x.shape

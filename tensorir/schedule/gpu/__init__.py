@@ -3,5 +3,6 @@
 common.py (device profile, binding helpers), injective.py (elementwise and data movement),
 rows.py (reductions, softmax / norms, pools, and the generic one-output-per-work-item
 reduction). Op-specific templates live beside the ops (`tensorir/ops/*_gpu.py`);
-`tensorir/ops/gpu_schedules.py` registers which op uses which.
+each op names its family in its registration (`gpu=` trait) and
+`tensorir/ops/gpu_schedules.py` attaches the template.
 """
