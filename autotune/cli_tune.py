@@ -30,11 +30,27 @@ def parse_duration(text: str) -> float:
     return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[m.group(2)]
 
 
-def device_name(profile: str, threads: int = 0) -> str:
-    """The device the records are kept under: the profile, plus the thread count when the
-    kernels were timed with a fixed one (a 1-thread deployment wants 1-thread records:
-    `tir compile --device host-t1`)."""
-    return f"{profile}-t{threads}" if threads else profile
+def tuning_device(target: str, threads: int = 0) -> str:
+    """The device key the records are kept under (autotune/device_keys.py): this CPU's
+    arch-cpu-ISA, or the OpenCL profile and the local device's name; `-tN` when the kernels
+    were timed with N threads (a 1-thread deployment wants 1-thread records)."""
+    from autotune.device_keys import device_key
+    from autotune.records import local_gpu_name
+    from tensorir.target import get_target
+
+    t = get_target(target)
+    return device_key(t, threads, local_gpu_name(t))
+
+
+def migrate_legacy_host(db) -> None:
+    """Re-key records kept under the word `host` (before device keys) as this machine's CPU."""
+    from autotune.device_keys import LEGACY_HOST, cpu_key, legacy_alias
+    from tensorir.target import host_target
+
+    for old in db.devices():
+        if LEGACY_HOST.fullmatch(old):
+            new = legacy_alias(old, cpu_key(host_target()))
+            print(f"tuning database: {db.rename_device(old, new)} records of device {old!r} are now {new!r}")
 
 
 def add_tune_parser(sub: argparse._SubParsersAction) -> None:
@@ -53,7 +69,7 @@ def add_tune_parser(sub: argparse._SubParsersAction) -> None:
         "--threads",
         type=int,
         default=0,
-        help="kernel threads while timing (0: all cores); N > 0 keeps the records under device <profile>-tN",
+        help="kernel threads while timing (0: all cores); N > 0 keeps the records under device <key>-tN",
     )
     p.add_argument("--flush-cache", action="store_true", help="flush the caches before each timing")
     p.add_argument("--repeat", type=int, default=5, help="timings per candidate (median reported)")
@@ -82,6 +98,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     budget = parse_duration(args.time_budget) if args.time_budget else None
     shapes = dict(parse_shape_arg(s) for s in args.input_shape)
     db = Database(args.db)
+    migrate_legacy_host(db)
+    device = tuning_device(target, args.threads)
     graph = load_graph(args.model, target, shapes)
     block = None
     gpu = target.startswith("opencl")  # the GPU layout block is the float4 lane count
@@ -93,15 +111,13 @@ def cmd_tune(args: argparse.Namespace) -> int:
         from autotune.graph_tune import tune_layout
 
         print(f"measuring {args.model} with each NCHW[x]c channel block (model-level knob)")
-        dev = device_name(args.device, args.threads)
-        block = tune_layout(args.model, db, dev, target, shapes, threads=args.threads or None)
+        block = tune_layout(args.model, db, device, target, shapes, threads=args.threads or None)
         print(f"  best layout block: {block}")
         graph = load_graph(args.model, target, shapes, layout_block=block)
     tasks = extract_tasks(graph, target)
     if not tasks:
         print(f"{args.model}: nothing to tune (no kernel has knobs)")
         return 0
-    device = device_name(args.device, args.threads)
     print(f"tuning {len(tasks)} tasks of {args.model} on {device}; database {db.path}")
     for k, t in enumerate(tasks, 1):
         print(f"  {k:2d}. {t}")

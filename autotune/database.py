@@ -276,6 +276,15 @@ class Database:
                 self.table.upsert_all(rows, pk="id")
         return len(rows)
 
+    def rename_device(self, old: str, new: str) -> int:
+        """Re-key every record of device `old` as `new` (ids recomputed; one transaction).
+        Returns how many records moved."""
+        rows = [normalize({**r, "device": new}) for r in self.table.rows_where("device = ?", [old])]
+        with self._write():
+            self.table.upsert_all(rows, pk="id")
+            self.db.execute(f"DELETE FROM {TABLE} WHERE device = ?", [old])
+        return len(rows)
+
     def prune(self, device: str, keep_top: int | None = 10, drop_errors: bool = True) -> int:
         """Keep, per workload of ``device``, the ``keep_top`` best successful records of the
         current schema; delete the rest (errors too, unless ``drop_errors`` is false).

@@ -22,6 +22,7 @@ import math
 import os
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 from autotune import database
 from tensorir.errors import InputError
@@ -49,6 +50,8 @@ class Records:
     def __init__(self, device: str = "host", target: str | None = None):
         self.device = device
         self.target = target
+        self.how = "exact"  # how `device` was chosen (for_target): exact / other threads / family
+        self.wanted = device
         # workload_key -> (mean_cost, id, source rank, config, source)
         self._best: dict[str, tuple[float, str, int, object, str]] = {}
         self.sources: list[str] = []
@@ -56,7 +59,7 @@ class Records:
     @classmethod
     def open(
         cls,
-        db: str | os.PathLike | None = None,
+        db: str | os.PathLike | bool | None = None,
         logs: str | os.PathLike | None = None,
         device: str = "host",
         target: str | None = None,
@@ -66,7 +69,8 @@ class Records:
         logs ``logs`` (a folder of ``<device>.jsonl`` files or one file; default:
         ``./tuning_logs`` if it exists)."""
         self = cls(device, target)
-        self.load_db(Path(db) if db is not None else database.default_path())
+        if db is not False:  # False: no database, only the logs
+            self.load_db(Path(db) if db is not None else database.default_path())
         if logs is None and DEFAULT_LOGS.is_dir():
             logs = DEFAULT_LOGS
         if logs is not None:
@@ -79,6 +83,37 @@ class Records:
                 self.load_jsonl(logs)
             else:
                 raise InputError(f"tuning logs {str(logs)!r}: no such file or folder")
+        return self
+
+    @classmethod
+    def for_target(
+        cls,
+        target: Any,
+        db: str | os.PathLike | bool | None = None,
+        logs: str | os.PathLike | None = None,
+        threads: int = 0,
+    ) -> Records:
+        """The records a compile for `target` uses: among the devices that have records in
+        ``db`` and ``logs`` (defaults as :meth:`open`), the one
+        :func:`autotune.device_keys.choose_key` picks for the target's key (exact, other
+        thread count, then family; never another architecture). ``.device`` says which,
+        ``.how`` how it was chosen ('' and no records when none fits)."""
+        from autotune.device_keys import choose_key, device_key, legacy_alias
+
+        want = device_key(target, threads, local_gpu_name(target))
+        db_path = None if db is False else Path(db) if db is not None else database.default_path()
+        logs_path = Path(logs) if logs is not None else (DEFAULT_LOGS if DEFAULT_LOGS.is_dir() else None)
+        stored = _db_devices(db_path) if db_path else set()
+        stored |= _log_devices(logs_path) if logs_path is not None else set()
+        local = _local_cpu_key()
+        alias = {legacy_alias(k, local): k for k in sorted(stored)}  # pre-device-key 'host' records
+        key, how = choose_key(alias, want)
+        if key is None:
+            self = cls(want, target.name)
+            self.how, self.wanted = "", want
+            return self
+        self = cls.open(False if db_path is None else db_path, logs_path, device=alias[key])
+        self.how, self.wanted = how, want
         return self
 
     # -- loading -----------------------------------------------------------------------------
@@ -168,3 +203,47 @@ class Records:
 
     def __repr__(self) -> str:
         return f"Records(device={self.device!r}, target={self.target!r}, workloads={len(self)})"
+
+
+def local_gpu_name(target: Any) -> str | None:
+    """The name of the local OpenCL device of an OpenCL target's profile (None: a CPU target,
+    or no such device here: a compile for a device that is not present)."""
+    if target.kind != "opencl":
+        return None
+    try:
+        from tensorir.devices import get_profile, select_device
+
+        return select_device(get_profile(target.profile).platform).name.strip()
+    except Exception:  # no pyopencl, no driver, no device: the key's family decides
+        return None
+
+
+def _local_cpu_key() -> str:
+    from autotune.device_keys import cpu_key
+    from tensorir.target import host_target
+
+    return cpu_key(host_target())
+
+
+def _db_devices(path: Path) -> set[str]:
+    if not path.exists():
+        return set()
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            return {r[0] for r in conn.execute(f"SELECT DISTINCT device FROM {database.TABLE}")}
+        finally:
+            conn.close()
+    except sqlite3.Error as e:
+        if "no such table" in str(e):
+            return set()
+        raise InputError(f"tuning database {str(path)!r}: {e}") from None
+
+
+def _log_devices(path: Path) -> set[str]:
+    """Devices of a logs folder (its <device>.jsonl files) or of one .jsonl file (its lines)."""
+    if path.is_dir():
+        return {p.stem for p in path.glob("*.jsonl")}
+    if not path.exists():
+        raise InputError(f"tuning logs {str(path)!r}: no such file or folder")
+    return {str(obj.get("device")) for _, obj in database.read_jsonl(path) if obj.get("device")}

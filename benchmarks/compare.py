@@ -115,13 +115,18 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--out", default=str(RESULTS / "compare.json"))
     p.add_argument("--records", metavar="DB", help="compile with this tuning database's best records")
-    p.add_argument("--device", default="host", help="device of the tuning records")
+    p.add_argument("--device", help="device key of the tuning records (default: the one that fits this CPU)")
     args = p.parse_args(argv)
     records = None
     if args.records:
         from autotune.records import Records
+        from tensorir.target import get_target
 
-        records = Records.open(db=args.records, logs=None, device=args.device)
+        if args.device:
+            records = Records.open(db=args.records, logs=None, device=args.device)
+        else:
+            records = Records.for_target(get_target("host"), db=args.records, logs=None)
+            print(f"tuning records of device {records.device} ({records.how or 'none fit'})")
     rows = []
     for name in args.models:
         rows += bench_model(name, args.threads, args.runs, args.warmup, records)

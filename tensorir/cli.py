@@ -69,7 +69,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="tuning records: auto (the local database and ./tuning_logs), none, or a database / "
         ".jsonl file / folder of <device>.jsonl",
     )
-    p.add_argument("--device", default="host", help="device whose tuning records to use (default host)")
+    p.add_argument(
+        "--device",
+        help="device key whose tuning records to use (default: the one that fits --target: "
+        "exact, then the same device at another thread count, then its family)",
+    )
     p.set_defaults(func=_cmd_compile)
 
     p = sub.add_parser("run", help="run a model (.onnx) or a compiled folder on given or random inputs")
@@ -104,8 +108,10 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     return 0
 
 
-def _open_records(source: str, device: str):
-    """The tuning records `tir compile --records` names (None: none / autotune missing)."""
+def _open_records(source: str, device: str | None, target: str):
+    """The tuning records `tir compile --records` names (None: none / autotune missing):
+    those of `device` when given, else of the device key that fits `target`
+    (autotune/device_keys.py: exact, other thread count, same family; never another arch)."""
     from pathlib import Path
 
     if source == "none":
@@ -116,27 +122,24 @@ def _open_records(source: str, device: str):
         if source == "auto":
             return None
         raise TirError("--records needs the autotune package (pip install -e .)") from None
-    if source == "auto":
-        return Records.open(device=device)
-    path = Path(source)
-    if not path.exists():
+    path = None if source == "auto" else Path(source)
+    if path is not None and not path.exists():
         raise TirError(f"--records {source!r}: no such file or folder")
-    if path.is_dir() or path.suffix == ".jsonl":
-        records = Records(device)
-        records.load_jsonl(path / f"{device}.jsonl" if path.is_dir() else path)
-        return records
-    return Records.open(db=path, logs=None, device=device)
+    is_log = path is not None and (path.is_dir() or path.suffix == ".jsonl")
+    db, logs = (None, None) if path is None else ((False, path) if is_log else (path, None))
+    if device is None:
+        from tensorir.target import get_target
+
+        return Records.for_target(get_target(target), db=db, logs=logs)
+    return Records.open(db=db, logs=logs, device=device)
 
 
 def _cmd_compile(args: argparse.Namespace) -> int:
     from tensorir.tools.compile import compile_cli
 
-    # records are per device; CPU (host) records do not describe GPU kernels (issue 12 makes
-    # the keys device-aware; until then an OpenCL compile uses the templates' defaults)
-    gpu = "opencl" in args.target
     return compile_cli(
         args.model,
-        records=None if gpu and args.device == "host" else _open_records(args.records, args.device),
+        records=_open_records(args.records, args.device, args.target),
         target=args.target,
         out=args.output,
         input_shapes=dict(parse_shape_arg(s) for s in args.input_shape),

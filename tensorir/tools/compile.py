@@ -36,7 +36,17 @@ def compile_cli(
     print(f"  {kernels} kernels; workspace {ws:,} B; weights {wb:,} B")
     if records is not None:
         print(
-            f"  tuning records: {m['tuned_kernels']} kernels use one; "
+            f"  tuning records: {_records_device(records)}; {m['tuned_kernels']} kernels use one; "
             f"{m['untuned_workloads']} tunable workloads have none (defaults used)"
         )
     return 0
+
+
+def _records_device(records: Any) -> str:
+    """Which device's records a compile used, and how that device was chosen."""
+    device, how = getattr(records, "device", None), getattr(records, "how", "exact")
+    if device is None:
+        return "given as a mapping"
+    if not how:
+        return f"none fit device {getattr(records, 'wanted', device)}"
+    return f"device {device}" + ("" if how == "exact" else f" ({how} of {records.wanted})")

@@ -62,18 +62,24 @@ def test_a_wrong_gpu_result_is_an_error_not_a_timing():
 
 
 def test_tir_tune_on_pocl_and_compile_with_its_records(tmp_path, capsys):
-    """`tir tune --device pocl` fills the database under device "pocl"; `tir compile --target
-    opencl:pocl --device pocl` uses those records and the model still matches onnxruntime."""
+    """`tir tune --device pocl` fills the database under PoCL's device key (profile + device
+    name); `tir compile --target opencl:pocl` finds those records by itself, says which
+    device key it used, and the model still matches onnxruntime."""
+    from autotune.database import Database
     from tensorir.cli import main
 
     db, out = tmp_path / "t.db", tmp_path / "build"
     model = str(Path(__file__).resolve().parents[2] / "examples" / "tiny_cnn.onnx")
     assert main(["tune", model, "--device", "pocl", "--trials", "10", "--db", str(db)]) == 0
-    assert "on pocl" in capsys.readouterr().out
-    args = ["--target", "opencl:pocl", "--device", "pocl", "--records", str(db), "-o", str(out)]
-    assert main(["compile", model, *args]) == 0
+    (key,) = Database(db).devices()
+    assert key.startswith("opencl-pocl-") and key in capsys.readouterr().out
+    assert main(["compile", model, "--target", "opencl:pocl", "--records", str(db), "-o", str(out)]) == 0
     text = capsys.readouterr().out
-    used = int(text.split("tuning records: ")[1].split(" kernels use one")[0])
+    assert f"tuning records: device {key};" in text, text
+    used = int(text.split(f"device {key}; ")[1].split(" kernels use one")[0])
     assert used >= 1, text
     assert main(["run", str(out), "--compare-ort", "--onnx", model]) == 0
     assert "max_abs_err" in capsys.readouterr().out
+    # the same records are not applied to a CPU compile
+    assert main(["compile", model, "--records", str(db), "-o", str(tmp_path / "cpu")]) == 0
+    assert "tuning records: none fit device x86_64-" in capsys.readouterr().out

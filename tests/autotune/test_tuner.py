@@ -19,6 +19,7 @@ import pytest
 
 from autotune.cost_model import CostModel
 from autotune.database import Database
+from autotune.device_keys import cpu_key
 from autotune.measure import MeasureOptions
 from autotune.search import TaskSearch
 from autotune.task import Task
@@ -28,6 +29,7 @@ from tensorir.ops.kernel import scratch_arrays
 from tensorir.ops.workload import workload_key
 from tensorir.runtime.jit import compile_host
 from tensorir.schedule.space import config_key
+from tensorir.target import host_target
 
 REPO = Path(__file__).resolve().parents[2]
 MODEL = REPO / "examples" / "tiny_cnn.onnx"
@@ -192,8 +194,8 @@ def test_kill_9_mid_tune_then_resume(tmp_path):
 
     db = Database(path)
     records = db.records()
-    for r in records:
-        _check_record(r, {r["workload_key"]})
+    for r in records:  # `tir tune` keeps them under this CPU's device key
+        _check_record(r, {r["workload_key"]}, device=cpu_key(host_target()))
     assert len(set(_pairs(db))) == len(records)
     n, extra = len(_kernel_records(db)), len(records) - len(_kernel_records(db))
     assert n >= 3
@@ -209,7 +211,7 @@ def test_kill_9_mid_tune_then_resume(tmp_path):
     assert len(_kernel_records(db)) == n + 4
     assert len(records) == n + 4 + extra  # the layout measurements were not repeated either
     for r in records:
-        _check_record(r, {r["workload_key"]})
+        _check_record(r, {r["workload_key"]}, device=cpu_key(host_target()))
     pairs = _pairs(db)
     assert len(set(pairs)) == len(pairs)
 
@@ -319,13 +321,6 @@ def test_search_with_trained_model_proposes_fresh_configs():
     # the greedy part comes from the model: mostly configs it rates well (not pack_b)
     out = s.propose(10, model, featurize)
     assert len(out) == 10 and sum(not c["gemm_pack_b"] for c in out) >= 8
-
-
-def test_device_name_carries_a_fixed_thread_count():
-    from autotune.cli_tune import device_name
-
-    assert device_name("host") == "host"
-    assert device_name("host", 1) == "host-t1"
 
 
 def test_search_prescreens_a_wide_pool_with_the_knob_only_model():
