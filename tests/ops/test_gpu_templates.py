@@ -65,7 +65,9 @@ def test_default_config_matches_reference(op: str, shapes: list, attrs: dict) ->
     assert _run(op, shapes, attrs, None) < 1e-4
 
 
-@pytest.mark.parametrize("op, shapes, attrs", [CASES[10], *CASES[-3:]], ids=["dense", "conv", "conv1x1", "dw"])
+@pytest.mark.parametrize(
+    "op, shapes, attrs", [CASES[10], *CASES[-3:]], ids=["dense", "conv", "conv1x1", "dw"]
+)
 def test_random_configs_match_reference(op: str, shapes: list, attrs: dict) -> None:
     space = kernel_space(op, [TensorType(s) for s in shapes], attrs, GPU)
     rng = random.Random(1)
