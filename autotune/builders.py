@@ -65,6 +65,11 @@ class OpenCLBuilder:
         return Built(func, spec, render_opencl(func, self.target.device_profile()))
 
 
-def builder_for(target: Target) -> Builder:
-    """The builder of `target`'s kind."""
+def builder_for(target: Target, options: Any = None) -> Builder:
+    """The builder of `target`'s kind; with rpc servers in the MeasureOptions, the RPC builder
+    (a candidate that can travel: autotune/rpc_runner.py)."""
+    if getattr(options, "rpc", ()):
+        from autotune.rpc_runner import RPCBuilder
+
+        return RPCBuilder(target)
     return OpenCLBuilder(target) if target.kind == "opencl" else HostBuilder(target)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import re
 from pathlib import Path
 
@@ -74,6 +75,12 @@ def add_tune_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--flush-cache", action="store_true", help="flush the caches before each timing")
     p.add_argument("--repeat", type=int, default=5, help="timings per candidate (median reported)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--rpc",
+        metavar="HOST:PORT[,...]",
+        help="measure on `tir rpc serve` servers (in turn); records go under the servers' device key",
+    )
+    p.add_argument("--token", help="the rpc servers' shared token (default: $TIR_RPC_TOKEN)")
     p.add_argument("--plot", metavar="PNG", help="draw best-so-far vs trials per task and for the model")
     p.add_argument(
         "--no-layout", action="store_true", help="skip the model-level layout block measurement (NCHW[x]c)"
@@ -97,14 +104,21 @@ def cmd_tune(args: argparse.Namespace) -> int:
     target = DEVICES[args.device]
     budget = parse_duration(args.time_budget) if args.time_budget else None
     shapes = dict(parse_shape_arg(s) for s in args.input_shape)
+    servers, token = _rpc_servers(args)
+    if servers:  # ask the servers first: a wrong token or address fails before any work
+        from autotune.rpc_runner import remote_device
+
+        device = remote_device(servers, token, target, args.threads)
+    else:
+        device = tuning_device(target, args.threads)
     db = Database(args.db)
     migrate_legacy_host(db)
-    device = tuning_device(target, args.threads)
     graph = load_graph(args.model, target, shapes)
     block = None
     gpu = target.startswith("opencl")  # the GPU layout block is the float4 lane count
     if (
         not gpu
+        and not servers  # the layout is measured on whole models here, not on a server
         and not args.no_layout
         and any(n.op == "layout_transform" for n in map(graph.node, graph.op_nodes()))
     ):
@@ -137,6 +151,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
         threads=args.threads or None,
         repeat=args.repeat,
         flush_cache=args.flush_cache,
+        rpc=servers,
+        rpc_token=token,
     )
     summary = Tuner(tasks, db, options, measure).run()
     print(_report(summary))
@@ -146,6 +162,15 @@ def cmd_tune(args: argparse.Namespace) -> int:
         plot_curves(summary, args.plot)
         print(f"wrote {args.plot}")
     return 0
+
+
+def _rpc_servers(args: argparse.Namespace) -> tuple[tuple[str, ...], str]:
+    """(the --rpc servers, the token) (no servers: measure here)."""
+    from autotune.rpc import parse_servers
+
+    if not args.rpc:
+        return (), ""
+    return parse_servers(args.rpc), args.token or os.environ.get("TIR_RPC_TOKEN", "")
 
 
 def _report(summary) -> str:

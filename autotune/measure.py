@@ -50,6 +50,8 @@ class MeasureOptions:
     build_timeout_s: float = 120.0
     run_timeout_s: float = 30.0
     max_builds_per_worker: int = 200  # JIT'd code accumulates; restart after this many
+    rpc: tuple[str, ...] = ()  # HOST:PORT of `tir rpc serve` servers (autotune/rpc_runner.py)
+    rpc_token: str = ""
 
 
 @dataclasses.dataclass
@@ -84,7 +86,7 @@ class _WorkerState:
 
         self.options = options
         target = get_target(options.target)
-        self.builder = builder_for(target)
+        self.builder = builder_for(target, options)
         self.runner = runner_for(target, options)
         self.task: Task | None = None
         self.built: dict[int, Built] = {}

@@ -140,7 +140,12 @@ class OpenCLRunner:
 
 
 def runner_for(target: Target, options: Any) -> Runner:
-    """The runner of `target`'s kind, set up from the MeasureOptions."""
+    """The runner of `target`'s kind, set up from the MeasureOptions (the RPC runner when
+    they name rpc servers: autotune/rpc_runner.py)."""
+    if getattr(options, "rpc", ()):
+        from autotune.rpc_runner import RPCRunner
+
+        return RPCRunner(tuple(options.rpc), options.rpc_token)
     if target.kind == "opencl":
         return OpenCLRunner(target.profile or "opencl")
     return CpuRunner(flush_cache=options.flush_cache)

@@ -91,12 +91,14 @@ def build_parser() -> argparse.ArgumentParser:
     try:  # `tir tune` and `tir db`, when the autotune package is installed (tensorir never needs it)
         from autotune.cli_db import add_db_parser
         from autotune.cli_tune import add_tune_parser
+        from autotune.rpc_server import add_rpc_parser
     except ModuleNotFoundError as e:
-        if e.name not in ("autotune", "autotune.cli_db", "autotune.cli_tune"):
+        if e.name not in ("autotune", "autotune.cli_db", "autotune.cli_tune", "autotune.rpc_server"):
             raise
     else:
         add_tune_parser(sub)
         add_db_parser(sub)
+        add_rpc_parser(sub)
     return parser
 
 

@@ -80,3 +80,22 @@ class GpuKernel:
     def image(self, index: int) -> ImageParam | None:
         """The image of parameter `index`, None for a buffer or scalar."""
         return next((im for im in self.images if im.index == index), None)
+
+    def to_dict(self) -> dict:
+        """Plain JSON-serializable fields (what travels to an RPC measurement server)."""
+        return {
+            "name": self.name,
+            "source": self.source,
+            "global_size": list(self.global_size),
+            "local_size": list(self.local_size),
+            "params": [list(p) for p in self.params],
+            "images": [[im.index, im.width, im.height, im.channel_type] for im in self.images],
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> GpuKernel:
+        """The kernel `to_dict` described; a TypeError/ValueError/KeyError on malformed input."""
+        sizes = [tuple(int(x) for x in d[k]) for k in ("global_size", "local_size")]
+        params = tuple((str(n), str(t)) for n, t in d["params"])
+        images = tuple(ImageParam(int(i), int(w), int(h), str(c)) for i, w, h, c in d.get("images", ()))
+        return cls(str(d["name"]), str(d["source"]), sizes[0], sizes[1], params, images)
