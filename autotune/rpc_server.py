@@ -71,6 +71,7 @@ class Server(socketserver.ThreadingTCPServer):
             "cpu_key": cpu_key(host_target()),
         }
         self.child = ChildRunner(target.profile or "opencl")
+        self.measured = 0  # candidates measured since the start (reported by "info")
         super().__init__(address, Handler)
 
     def server_close(self) -> None:
@@ -114,12 +115,13 @@ class Handler(socketserver.BaseRequestHandler):
 
         op = header.get("op")
         if op == "info":
-            return dict(self.server.info), []
+            return dict(self.server.info, measured=self.server.measured), []
         if op != "run":
             raise BadRequest(f"unknown op {op!r}")
         job = parse_job(header, payloads, self.server)
         timeout = min(float(job.pop("timeout_s")), self.server.run_timeout_s)
         times, outs = self.server.child.run(job, timeout)
+        self.server.measured += 1
         return {"times_s": times}, [encode_array(o) for o in outs]
 
     def _error(self, sock: socket.socket, message: str, refused: bool = False, drain: bool = False) -> None:
