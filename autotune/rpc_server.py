@@ -22,6 +22,7 @@ import secrets
 import socket
 import socketserver
 import sys
+import threading
 from typing import Any
 
 import numpy as np
@@ -42,6 +43,7 @@ log = logging.getLogger("tir.rpc")
 DEFAULT_PORT = 9190
 DEFAULT_MAX_UPLOAD_MB = 256
 IDLE_TIMEOUT_S = 60.0  # a client that stops sending mid-request is dropped
+MAX_CONNECTIONS = 32  # more at once are closed at once (idle connections cannot pile up threads)
 SYMBOL = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,200}")
 
 
@@ -72,7 +74,21 @@ class Server(socketserver.ThreadingTCPServer):
         }
         self.child = ChildRunner(target.profile or "opencl")
         self.measured = 0  # candidates measured since the start (reported by "info")
+        self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
         super().__init__(address, Handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.slots.acquire(blocking=False):
+            log.warning("closed a connection from %s: %d already open", client_address[0], MAX_CONNECTIONS)
+            self.shutdown_request(request)
+            return
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
 
     def server_close(self) -> None:
         super().server_close()

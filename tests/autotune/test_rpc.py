@@ -18,6 +18,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,8 +30,9 @@ from autotune.builders import OpenCLBuilder
 from autotune.database import Database
 from autotune.device_keys import cpu_key
 from autotune.measure import MeasureOptions, Measurer
-from autotune.rpc import MAGIC, RPCError, call, decode_array, encode_array, server_info
+from autotune.rpc import MAGIC, RPCError, Unreachable, call, decode_array, encode_array, server_info
 from autotune.rpc_runner import request
+from autotune.rpc_server import MAX_CONNECTIONS
 from autotune.runners import kernel_arrays
 from autotune.task import Task
 from tensorir.graph.types import TensorType
@@ -213,6 +215,14 @@ def test_hostile_requests_get_error_replies_and_the_server_goes_on(tmp_path):
             _library_run(address, b"\x7fELF not really")
         assert proc.poll() is None
         _good_host_run(address)
+        # idle connections cannot pile up: past MAX_CONNECTIONS they are closed at once
+        host, port = address.rsplit(":", 1)
+        idle = [socket.create_connection((host, int(port)), timeout=10) for _ in range(MAX_CONNECTIONS + 1)]
+        assert idle[-1].recv(1) == b""
+        for s in idle:
+            s.close()
+        time.sleep(0.5)
+        assert server_info(address, TOKEN)["ok"] is True
 
 
 def test_crashing_and_hanging_candidates_kill_only_the_child(tmp_path):
@@ -226,6 +236,14 @@ def test_crashing_and_hanging_candidates_kill_only_the_child(tmp_path):
         assert proc.poll() is None
         _good_host_run(address)
         assert _library_run(address, _library("  ret void"))["ok"] is True
+        # the server itself dies while a candidate runs: the client's call fails at once
+        threading.Timer(1.0, os.killpg, (proc.pid, signal.SIGKILL)).start()
+        t0 = time.monotonic()
+        with pytest.raises(Unreachable, match="connection lost"):
+            _library_run(address, _library("  br label %loop\nloop:\n  br label %loop"))
+        assert time.monotonic() - t0 < 3
+        with pytest.raises(Unreachable, match="cannot connect"):
+            server_info(address, TOKEN)
 
 
 def test_a_wrong_token_stops_tir_tune_with_one_line(tmp_path):
