@@ -96,8 +96,16 @@ def _host_vector_bits(features: list[str]) -> tuple[int, int]:
 
 @functools.cache
 def host_target() -> Target:
-    """The machine this process runs on, as LLVM sees it."""
-    import llvmlite.binding as llvm
+    """The machine this process runs on, as LLVM sees it. Without llvmlite (a machine that
+    only measures OpenCL kernels, e.g. a GPU box given the tuner's pure-Python part) the
+    architecture alone, cpu "generic": enough to name the host side, not to generate code."""
+    try:
+        import llvmlite.binding as llvm
+    except ImportError:
+        import platform
+
+        arch = {"amd64": "x86_64", "arm64": "aarch64"}.get(platform.machine().lower(), platform.machine())
+        return Target(name="host", triple=f"{arch}-unknown-linux-gnu")
 
     from tensorir.codegen.llvm_init import init_llvm
 
