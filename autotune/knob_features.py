@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from autotune.features import NUM_FEATURES
+from autotune.gpu_features import NUM_GPU_FEATURES
 
 KNOBS: tuple[str, ...] = (
     "algorithm",
@@ -56,6 +57,16 @@ KNOBS: tuple[str, ...] = (
     "window_row_chunk",
     "window_vectors",
     "window_rows",
+    # GPU templates (ops/conv_gpu.py, ops/gemm_gpu.py, schedule/gpu/)
+    "work_group",
+    "unroll_rci",
+    "storage",
+    "threads_x",
+    "threads_y",
+    "rows",
+    "cols",
+    "tile_k",
+    "reduce_threads",
 )
 WORDS: tuple[str, ...] = (
     "direct",
@@ -69,8 +80,11 @@ WORDS: tuple[str, ...] = (
     "taps_outer",
     "root",
     "chunk",
+    "buffer",
+    "image",
 )
-NUM_CANDIDATE_FEATURES = NUM_FEATURES + len(KNOBS)
+KNOB_OFFSET = NUM_FEATURES + NUM_GPU_FEATURES  # the knob columns of a candidate's features
+NUM_CANDIDATE_FEATURES = KNOB_OFFSET + len(KNOBS)
 _SLOT = {k: i for i, k in enumerate(KNOBS)}
 _WORD = {w: i + 1 for i, w in enumerate(WORDS)}
 
@@ -95,6 +109,11 @@ def knob_features(config: Mapping[str, Any]) -> np.ndarray:
     return out
 
 
-def candidate_features(loop_features: np.ndarray, config: Mapping[str, Any]) -> np.ndarray:
-    """The cost model's input: loop-IR features, then knob features."""
-    return np.concatenate([np.asarray(loop_features, dtype=np.float32), knob_features(config)])
+def candidate_features(
+    loop_features: np.ndarray, config: Mapping[str, Any], gpu: np.ndarray | None = None
+) -> np.ndarray:
+    """The cost model's input: loop-IR features, GPU features (gpu_features.py; zeros for a
+    CPU kernel), then knob features."""
+    loop = np.asarray(loop_features, dtype=np.float32)
+    gpu = np.zeros(NUM_GPU_FEATURES, np.float32) if gpu is None else np.asarray(gpu, np.float32)
+    return np.concatenate([loop, gpu, knob_features(config)])

@@ -52,6 +52,8 @@ class MeasureOptions:
     max_builds_per_worker: int = 200  # JIT'd code accumulates; restart after this many
     rpc: tuple[str, ...] = ()  # HOST:PORT of `tir rpc serve` servers (autotune/rpc_runner.py)
     rpc_token: str = ""
+    adb: str = ""  # serial of an Android device measured through adb (autotune/adb_runner.py)
+    adb_path: str = ""  # the adb program ("": $TIR_ADB, else adb)
 
 
 @dataclasses.dataclass
@@ -86,6 +88,7 @@ class _WorkerState:
 
         self.options = options
         target = get_target(options.target)
+        self.profile = target.device_profile() if target.kind == "opencl" else None
         self.builder = builder_for(target, options)
         self.runner = runner_for(target, options)
         self.task: Task | None = None
@@ -108,10 +111,12 @@ class _WorkerState:
 
     def _features(self, nest: LoopFunc, config: dict) -> np.ndarray:
         from autotune.features import extract_features
+        from autotune.gpu_features import gpu_features
         from autotune.knob_features import candidate_features
 
         full = self.task.space(self.options.target).complete(config)
-        return candidate_features(extract_features(nest), full)
+        gpu = gpu_features(nest, self.profile) if self.profile is not None else None
+        return candidate_features(extract_features(nest), full, gpu)
 
     def features(self, ident: int, configs: list[dict]) -> tuple:
         """Cost-model features of configs (the unexpanded loop nest and the knob values;

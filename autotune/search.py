@@ -34,8 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from autotune.features import NUM_FEATURES
-from autotune.knob_features import NUM_CANDIDATE_FEATURES, knob_features
+from autotune.knob_features import KNOB_OFFSET, NUM_CANDIDATE_FEATURES, knob_features
 from tensorir.schedule.space import Space, config_key
 
 Featurize = Callable[[Sequence[dict]], list[np.ndarray | None]]
@@ -152,7 +151,7 @@ def _knob_model(model: Any) -> Any:
     if len(costs) == 0 or x.shape[1] != NUM_CANDIDATE_FEATURES:
         return None
     knob_model = CostModel(model.objective, seed=model.seed, num_rounds=50)
-    knob_model.update(x[:, NUM_FEATURES:], costs, groups)
+    knob_model.update(x[:, KNOB_OFFSET:], costs, groups)
     return knob_model
 
 

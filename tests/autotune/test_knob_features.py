@@ -7,7 +7,13 @@ import math
 import numpy as np
 
 from autotune.features import NUM_FEATURES
-from autotune.knob_features import KNOBS, NUM_CANDIDATE_FEATURES, candidate_features, knob_features
+from autotune.knob_features import (
+    KNOB_OFFSET,
+    KNOBS,
+    NUM_CANDIDATE_FEATURES,
+    candidate_features,
+    knob_features,
+)
 
 
 def slot(x: np.ndarray, name: str) -> float:
@@ -35,4 +41,5 @@ def test_candidate_features_append_knobs_to_loop_features():
     x = candidate_features(loop, {"algorithm": "winograd4"})
     assert x.shape == (NUM_CANDIDATE_FEATURES,)
     assert np.array_equal(x[:NUM_FEATURES], loop)
-    assert slot(x[NUM_FEATURES:], "algorithm") > 0
+    assert not x[NUM_FEATURES:KNOB_OFFSET].any()  # a CPU kernel: no GPU features
+    assert slot(x[KNOB_OFFSET:], "algorithm") > 0

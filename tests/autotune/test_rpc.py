@@ -237,10 +237,11 @@ def test_crashing_and_hanging_candidates_kill_only_the_child(tmp_path):
         _good_host_run(address)
         assert _library_run(address, _library("  ret void"))["ok"] is True
         # the server itself dies while a candidate runs: the client's call fails at once
+        spin = _library("  br label %loop\nloop:\n  br label %loop")  # built before the clock starts
         threading.Timer(1.0, os.killpg, (proc.pid, signal.SIGKILL)).start()
         t0 = time.monotonic()
         with pytest.raises(Unreachable, match="connection lost"):
-            _library_run(address, _library("  br label %loop\nloop:\n  br label %loop"))
+            _library_run(address, spin)
         assert time.monotonic() - t0 < 3
         with pytest.raises(Unreachable, match="cannot connect"):
             server_info(address, TOKEN)
