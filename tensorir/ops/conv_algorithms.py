@@ -112,11 +112,15 @@ def specialize(
     if io is None:
         return Specialized(op, in_types, attrs)
     xi, wi = io
-    if getattr(target, "kind", "llvm") == "opencl":  # only direct has a GPU template (conv_gpu.py)
-        return Specialized(op, in_types, attrs, knob("algorithm", ["direct"], "direct"))
     conv_attrs = dict(attrs) if anchor is None else dict(attrs["body"].steps[anchor].attrs)
     const = const_args is None or wi in const_args
-    algo = conv_algorithm(in_types[xi], in_types[wi], conv_attrs, const)
+    if getattr(target, "kind", "llvm") == "opencl":  # direct (conv_gpu.py) or winograd_gpu.py
+        from tensorir.ops.winograd_gpu import gpu_algorithm_choices
+
+        choices, default = gpu_algorithm_choices(in_types[xi].shape, in_types[wi].shape, conv_attrs, const)
+        algo = knob("algorithm", choices, default)
+    else:
+        algo = conv_algorithm(in_types[xi], in_types[wi], conv_attrs, const)
     if not algo.startswith("winograd"):
         return Specialized(op, in_types, attrs, algo)
     if not const:
