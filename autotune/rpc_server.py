@@ -56,19 +56,21 @@ class Server(socketserver.ThreadingTCPServer):
     def __init__(
         self, address: tuple[str, int], token: str, device: str, max_upload: int, run_timeout_s: float
     ):
-        from autotune.cli_tune import DEVICES, tuning_device
+        from autotune.cli_tune import tuning_device
         from autotune.device_keys import cpu_key
         from autotune.records import local_gpu_name
         from autotune.rpc_exec import ChildRunner
+        from tensorir.devices import get_tuning_device
         from tensorir.target import get_target, host_target
 
         self.token, self.max_upload, self.run_timeout_s = token, max_upload, run_timeout_s
-        target = get_target(DEVICES[device])
+        name = get_tuning_device(device).target  # the server runs on the device itself
+        target = get_target(name)
         self.kind = "opencl" if target.kind == "opencl" else "library"
         self.info = {
             "device": device,
-            "target": DEVICES[device],
-            "device_key": tuning_device(DEVICES[device]),
+            "target": name,
+            "device_key": tuning_device(name),
             "device_name": local_gpu_name(target),
             "cpu_key": cpu_key(host_target()),
         }
@@ -248,7 +250,7 @@ def _float(header: dict, key: str, lo: float, hi: float, default: float) -> floa
 
 # ---- the command --------------------------------------------------------------------------
 def add_rpc_parser(sub: argparse._SubParsersAction) -> None:
-    from autotune.cli_tune import DEVICES
+    from tensorir.devices import tuning_device_names
 
     p = sub.add_parser("rpc", help="measurement server for remote tuning (tir rpc serve)")
     rsub = p.add_subparsers(dest="rpc_command", required=True)
@@ -260,17 +262,17 @@ def add_rpc_parser(sub: argparse._SubParsersAction) -> None:
         "--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0: any free)"
     )
     s.add_argument("--token", help="shared secret (default: $TIR_RPC_TOKEN, else a random one is printed)")
-    s.add_argument("--device", default="host", help=f"what to measure on ({', '.join(DEVICES)})")
+    known = ", ".join(tuning_device_names())
+    s.add_argument("--device", default="host", help=f"what to measure on, here ({known})")
     s.add_argument("--max-upload-mb", type=float, default=DEFAULT_MAX_UPLOAD_MB, help="request size cap")
     s.add_argument("--run-timeout", type=float, default=60.0, help="seconds one candidate may run")
     s.set_defaults(func=cmd_serve)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from autotune.cli_tune import DEVICES
+    from tensorir.devices import get_tuning_device
 
-    if args.device not in DEVICES:
-        raise TirError(f"--device {args.device!r}: unknown device profile (known: {', '.join(DEVICES)})")
+    get_tuning_device(args.device)  # an unknown name fails here, before anything starts
     token = args.token or os.environ.get("TIR_RPC_TOKEN") or ""
     if not token:
         token = secrets.token_urlsafe(16)

@@ -10,6 +10,9 @@ vector width, image support and limits and fp16 support of a device all come fro
 
 `TIR_OPENCL_PLATFORM` (a case-insensitive substring of the platform name) restricts which
 platforms `query_profile` and the OpenCL runner look at.
+
+`TUNING_DEVICES` is the table of what `tir tune --device` / `tir rpc serve --device` accept:
+the target each device compiles for and how its candidates are measured.
 """
 
 from __future__ import annotations
@@ -183,6 +186,52 @@ PROFILES: dict[str, DeviceProfile] = {
     )
 }
 ALIASES = {"nvidia-opencl": "nvidia", "opencl": "opencl"}
+
+
+@dataclass(frozen=True)
+class TuningDevice:
+    """A device candidates can be measured on. `measured`: "process" (JIT'd into the tuner's
+    worker processes), "opencl" (the local OpenCL device of the target's profile) or "remote"
+    (only on the device itself). `remote`: how a tuner on another machine reaches it: "rpc"
+    (`tir rpc serve` running there) and/or "adb" (a phone without Python: autotune/adb_runner.py)."""
+
+    name: str
+    target: str
+    measured: str
+    remote: tuple[str, ...]
+    description: str
+
+
+_ANDROID_GPU = "android-arm64+opencl:"
+_PHONE_CPU = ("rpc", "adb")
+TUNING_DEVICES: dict[str, TuningDevice] = {
+    d.name: d
+    for d in (
+        TuningDevice("host", "host", "process", ("rpc",), "this machine's CPU"),
+        TuningDevice("pocl", "opencl:pocl", "opencl", ("rpc",), "PoCL on this machine"),
+        TuningDevice("opencl", "opencl", "opencl", ("rpc",), "the OpenCL device present"),
+        TuningDevice("nvidia", "opencl:nvidia", "opencl", ("rpc",), "an NVIDIA GPU through OpenCL"),
+        *(
+            TuningDevice(g, _ANDROID_GPU + g, "remote", ("rpc",), PROFILES[g].description)
+            for g in ("adreno640", "adreno750", "mali-g76", "mali-g710")
+        ),
+        *(
+            TuningDevice(cpu, target, "remote", _PHONE_CPU, f"an Android phone's {cpu} cores")
+            for cpu, target in (("cortex-a76", "android-arm64"), ("cortex-a55", "android-arm64:cortex-a55"))
+        ),
+    )
+}
+
+
+def tuning_device_names() -> list[str]:
+    return list(TUNING_DEVICES)
+
+
+def get_tuning_device(name: str) -> TuningDevice:
+    """The named tuning device (a TirError naming the known ones otherwise)."""
+    if name not in TUNING_DEVICES:
+        raise TirError(f"--device {name!r}: unknown device (known: {', '.join(TUNING_DEVICES)})")
+    return TUNING_DEVICES[name]
 
 
 def profile_names() -> list[str]:

@@ -7,6 +7,7 @@ of threads. Named targets:
     host           this machine (triple, cpu and features from LLVM's host queries)
     linux-arm64    aarch64-unknown-linux-gnu, cortex-a76, NEON (128-bit, 32 registers)
     android-arm64  aarch64-linux-android24, cortex-a76, NEON
+    <arm64 target>:CPU   the same for another core (-mcpu), e.g. android-arm64:cortex-a55
 
 and OpenCL targets (kind "opencl": GPU kernels in OpenCL C, host code and the kernels
 without a GPU schedule for the CPU named before the '+'; host when none):
@@ -133,7 +134,9 @@ _ARM64 = {
     "android-arm64": "aarch64-linux-android24",
 }
 
-TARGET_NAMES = ("host", *_ARM64, "opencl[:PROFILE]", "android-arm64+opencl[:PROFILE]")
+ARM64_CPUS = ("cortex-a76", "cortex-a55")  # the first is the default of an arm64 target
+
+TARGET_NAMES = ("host", *_ARM64, "<arm64 target>:CPU", "opencl[:PROFILE]", "android-arm64+opencl[:PROFILE]")
 
 
 def _opencl_target(name: str) -> Target:
@@ -161,11 +164,14 @@ def get_target(name: str | Target) -> Target:
         return _opencl_target(name)
     if name == "host":
         return host_target()
-    if name in _ARM64:
+    base, _, cpu = name.partition(":")
+    if base in _ARM64:
+        if cpu and cpu not in ARM64_CPUS:
+            raise TirError(f"target {name!r}: unknown arm64 cpu {cpu!r}; known: {', '.join(ARM64_CPUS)}")
         return Target(
             name=name,
-            triple=_ARM64[name],
-            cpu="cortex-a76",
+            triple=_ARM64[base],
+            cpu=cpu or ARM64_CPUS[0],
             features="+neon",
             vector_bits=128,
             num_vector_registers=32,
