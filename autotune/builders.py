@@ -67,7 +67,12 @@ class OpenCLBuilder:
 
 def builder_for(target: Target, options: Any = None) -> Builder:
     """The builder of `target`'s kind; with rpc servers in the MeasureOptions, the RPC builder
-    (a candidate that can travel: autotune/rpc_runner.py)."""
+    (a candidate that can travel: autotune/rpc_runner.py); with an adb serial, the ADB builder
+    (an Android shared library: autotune/adb_runner.py)."""
+    if getattr(options, "adb", ""):
+        from autotune.adb_runner import ADBBuilder
+
+        return ADBBuilder(target)
     if getattr(options, "rpc", ()):
         from autotune.rpc_runner import RPCBuilder
 

@@ -1,6 +1,12 @@
 """`tir tune`: measure candidate kernels of a model on a device and keep the best.
 
     tir tune model.onnx --device host --trials 400 --time-budget 20m [--db PATH] [--plot curve.png]
+    tir tune model.onnx --device cortex-a76 --adb SERIAL      # a phone through adb
+    tir tune model.onnx --device adreno640 --rpc phone:9190   # a phone running `tir rpc serve`
+
+The devices (`--device`) are tensorir/devices.py's TUNING_DEVICES: the target each compiles
+for and how it is measured (in process, on the local OpenCL device, or only on the device
+itself: then through --rpc or --adb).
 
 Tasks come from the model exactly as `tir compile` optimizes it; every measurement goes to
 the tuning database as it finishes, so an interrupted run (Ctrl-C, kill -9) loses nothing
@@ -16,11 +22,8 @@ import os
 import re
 from pathlib import Path
 
+from tensorir.devices import TuningDevice, get_tuning_device, tuning_device_names
 from tensorir.errors import InputError
-
-# device profile -> the target it compiles for; measured in process (host: JIT'd kernels) or
-# on the local OpenCL device of the profile (autotune/runners.py)
-DEVICES = {"host": "host", "pocl": "opencl:pocl", "opencl": "opencl"}
 
 
 def parse_duration(text: str) -> float:
@@ -58,7 +61,7 @@ def add_tune_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("tune", help="autotune a model's kernels on a device (resumable)")
     p.add_argument("model", help="ONNX model file")
     p.add_argument("--input-shape", action="append", default=[], metavar="NAME=DIMS")
-    p.add_argument("--device", default="host", help=f"device profile ({', '.join(DEVICES)})")
+    p.add_argument("--device", default="host", help=f"what to tune for ({', '.join(tuning_device_names())})")
     p.add_argument("--trials", type=int, default=200, help="total measurements (default 200)")
     p.add_argument("--time-budget", metavar="T", help="stop after T (e.g. 20m); resumable")
     p.add_argument("--db", metavar="PATH", help="tuning database (default: the user cache)")
@@ -81,6 +84,8 @@ def add_tune_parser(sub: argparse._SubParsersAction) -> None:
         help="measure on `tir rpc serve` servers (in turn); records go under the servers' device key",
     )
     p.add_argument("--token", help="the rpc servers' shared token (default: $TIR_RPC_TOKEN)")
+    p.add_argument("--adb", metavar="SERIAL", help="measure on this Android device through adb (CPU devices)")
+    p.add_argument("--adb-path", metavar="PROGRAM", help="the adb program (default: $TIR_ADB, else adb)")
     p.add_argument("--plot", metavar="PNG", help="draw best-so-far vs trials per task and for the model")
     p.add_argument(
         "--no-layout", action="store_true", help="skip the model-level layout block measurement (NCHW[x]c)"
@@ -94,31 +99,27 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from autotune.task import extract_tasks, load_graph
     from autotune.tuner import TuneOptions, Tuner
     from tensorir.cli import parse_shape_arg
+    from tensorir.target import get_target
 
-    if args.device not in DEVICES:
-        raise InputError(f"--device {args.device!r}: unknown device profile (known: {', '.join(DEVICES)})")
+    dev = get_tuning_device(args.device)
     if args.trials < 1:
         raise InputError(f"--trials {args.trials}: must be at least 1")
     if not Path(args.model).exists():
         raise InputError(f"{args.model}: no such file")
-    target = DEVICES[args.device]
+    target = dev.target
     budget = parse_duration(args.time_budget) if args.time_budget else None
     shapes = dict(parse_shape_arg(s) for s in args.input_shape)
     servers, token = _rpc_servers(args)
-    if servers:  # ask the servers first: a wrong token or address fails before any work
-        from autotune.rpc_runner import remote_device
-
-        device = remote_device(servers, token, target, args.threads)
-    else:
-        device = tuning_device(target, args.threads)
+    device = _device_key(args, dev, servers, token)  # a remote device fails here, before any work
     db = Database(args.db)
     migrate_legacy_host(db)
     graph = load_graph(args.model, target, shapes)
     block = None
-    gpu = target.startswith("opencl")  # the GPU layout block is the float4 lane count
+    gpu = get_target(target).kind == "opencl"  # the GPU layout block is the float4 lane count
     if (
         not gpu
-        and not servers  # the layout is measured on whole models here, not on a server
+        and dev.measured == "process"  # the layout is measured on whole models here
+        and not servers
         and not args.no_layout
         and any(n.op == "layout_transform" for n in map(graph.node, graph.op_nodes()))
     ):
@@ -153,6 +154,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
         flush_cache=args.flush_cache,
         rpc=servers,
         rpc_token=token,
+        adb=args.adb or "",
+        adb_path=args.adb_path or "",
     )
     summary = Tuner(tasks, db, options, measure).run()
     print(_report(summary))
@@ -162,6 +165,28 @@ def cmd_tune(args: argparse.Namespace) -> int:
         plot_curves(summary, args.plot)
         print(f"wrote {args.plot}")
     return 0
+
+
+def _device_key(args: argparse.Namespace, dev: TuningDevice, servers: tuple[str, ...], token: str) -> str:
+    """The key the records go under; checks first that a remote device can be reached the way
+    asked (the rpc servers answer and agree, the adb device is an arm64 phone)."""
+    if servers and args.adb:
+        raise InputError("--rpc and --adb: measure through one of them")
+    if servers:
+        from autotune.rpc_runner import remote_device
+
+        return remote_device(servers, token, dev.target, args.threads)
+    if args.adb:
+        if "adb" not in dev.remote:
+            can = [d for d in tuning_device_names() if "adb" in get_tuning_device(d).remote]
+            raise InputError(f"--adb measures CPU devices ({', '.join(can)}), not {dev.name}; use --rpc")
+        from autotune.adb_runner import ADB, check_device
+
+        check_device(ADB(args.adb, args.adb_path or ""))
+    elif dev.measured == "remote":
+        ways = " or ".join({"rpc": "--rpc HOST:PORT", "adb": "--adb SERIAL"}[w] for w in dev.remote)
+        raise InputError(f"--device {dev.name} is measured on the device itself: give {ways}")
+    return tuning_device(dev.target, args.threads)
 
 
 def _rpc_servers(args: argparse.Namespace) -> tuple[tuple[str, ...], str]:

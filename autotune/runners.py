@@ -141,7 +141,12 @@ class OpenCLRunner:
 
 def runner_for(target: Target, options: Any) -> Runner:
     """The runner of `target`'s kind, set up from the MeasureOptions (the RPC runner when
-    they name rpc servers: autotune/rpc_runner.py)."""
+    they name rpc servers: autotune/rpc_runner.py; the ADB runner when they name an adb
+    serial: autotune/adb_runner.py)."""
+    if getattr(options, "adb", ""):
+        from autotune.adb_runner import ADB, ADBRunner
+
+        return ADBRunner(ADB(options.adb, options.adb_path))
     if getattr(options, "rpc", ()):
         from autotune.rpc_runner import RPCRunner
 
