@@ -111,3 +111,13 @@ def test_default_rule() -> None:
     assert gpu_algorithm_choices((1, 16, 56, 56, 4), small, {"pads": PADS}, True)[1] == "direct"
     strided = {"pads": PADS, "strides": (2, 2)}
     assert gpu_algorithm_choices((1, 64, 14, 14, 4), w, strided, True) == (["direct"], "direct")
+
+
+@pytest.mark.parametrize("algo", ["winograd2", "winograd4"])
+def test_compiler_path_resnet_layer(algo: str) -> None:
+    # the compiler lowers with passes=False first: the barrier check must see through the
+    # (always true) edge guards of the register stages; ResNet-18's 3x3 256 -> 256 at 14x14
+    types = [TensorType((1, 64, 14, 14, 4)), TensorType((64, 64, 3, 3, 4, 4)), TensorType((64, 4))]
+    cfg = {"algorithm": algo}
+    _, spec = build_kernel("conv2d_nchwc", types, {"pads": PADS}, GPU, config=cfg, passes=False)
+    assert spec.op == "conv2d_winograd_nchwc"
