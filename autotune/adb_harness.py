@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -187,6 +188,7 @@ def harness() -> Path:
     link = [ld, *_LDFLAGS, "--dynamic-linker", "/system/bin/linker64", "-e", "_start"]
     _run([*link, "-o", "tir-harness", "harness.o", *stubs], "ld.lld (the adb timing harness)", cwd=tmp)
     (tmp / "tir-harness").replace(exe)
+    shutil.rmtree(tmp, ignore_errors=True)
     return exe
 
 
