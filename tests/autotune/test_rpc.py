@@ -243,6 +243,7 @@ def test_crashing_and_hanging_candidates_kill_only_the_child(tmp_path):
         with pytest.raises(Unreachable, match="connection lost"):
             _library_run(address, spin)
         assert time.monotonic() - t0 < 3
+        proc.wait(10)  # its sockets close as it exits: until then a connect may still be reset
         with pytest.raises(Unreachable, match="cannot connect"):
             server_info(address, TOKEN)
 
@@ -291,8 +292,10 @@ def test_tir_tune_through_a_server_then_compile_uses_its_records(tmp_path, capsy
         key = server_info(address, TOKEN)["device_key"]
         assert main(_tune(address, db, 10)[3:]) == 0
         assert f"on {key};" in capsys.readouterr().out
-        assert server_info(address, TOKEN)["measured"] >= 10
+        measured = server_info(address, TOKEN)["measured"]
     assert Database(db).devices() == [key]
+    good = [r for r in Database(db).records() if r["error"] is None]
+    assert good and measured >= len(good)  # every timing came from the server
     assert main(["compile", str(MODEL), "--target", "opencl:pocl", "--records", str(db), "-o", str(out)]) == 0
     text = capsys.readouterr().out
     assert f"tuning records: device {key};" in text, text
@@ -306,13 +309,16 @@ def test_a_server_killed_mid_tune_becomes_failures_and_the_other_goes_on(tmp_pat
             tuner = subprocess.Popen(_tune(f"{a},{b}", db, 24), cwd=REPO, env=_env(), stdout=f, stderr=f)
         try:
             assert _wait_records(db, 4, tuner) >= 4, log.read_text()[-2000:]
+            on_dead = server_info(a, TOKEN)["measured"]
             os.killpg(dead.pid, signal.SIGKILL)
             assert tuner.wait(300) == 0, log.read_text()[-2000:]
         finally:
             if tuner.poll() is None:
                 tuner.kill()
-        assert server_info(b, TOKEN)["measured"] >= 12
-    records = sorted(Database(db).records(), key=lambda r: r["id"])
+        on_alive = server_info(b, TOKEN)["measured"]
+    records = sorted(Database(db).records(), key=lambda r: r["timestamp"])  # in the order measured
+    good = [r for r in records if r["error"] is None]
+    assert on_alive > 0 and on_dead + on_alive >= len(good)  # (a may finish one more before it dies)
     failed = [k for k, r in enumerate(records) if r["error"]]
     errors = [r["error"] for r in records]
     assert failed and all(f"rpc server {a}" in errors[k] for k in failed), errors
