@@ -38,9 +38,12 @@ BUILD_DIR = Path(".gpu_build")
 
 
 # ---- here: compile ---------------------------------------------------------------------
-def build_models(models: list[str], target: str, out: Path, records: Path | None = None) -> None:
-    """Compile each model into out/<model> (with `records`, a tuning database: out/<model>.tuned,
-    compiled with the records whose device key fits `target`)."""
+def build_models(
+    models: list[str], target: str, out: Path, records: Path | None = None, tag: str | None = None
+) -> None:
+    """Compile each model (a zoo or wild model's name, or an .onnx file) into out/<name>[.tag]
+    (with `records`, a tuning database, compiled with the records whose device key fits
+    `target`; its tag defaults to "tuned")."""
     import tensorir as tir  # noqa: F401 - the compiler side only
     from autotune.records import Records
     from benchmarks.wild import WILD, fetch, input_name
@@ -51,12 +54,15 @@ def build_models(models: list[str], target: str, out: Path, records: Path | None
     recs = Records.for_target(get_target(target), db=records, logs=False) if records else None
     if recs is not None:
         print(f"tuning records of device {recs.device} ({recs.how or 'none fit'}): {len(recs)} workloads")
+        tag = tag or "tuned"
     for name in models:
         t0 = time.perf_counter()
-        folder_name = f"{name}.tuned" if recs is not None else name
-        if name in WILD:  # a trained model from a package: its ONNX file travels with the build
-            path = fetch([name])[name]
-            b = compile_model(str(path), target, {input_name(path): WILD[name].shape}, records=recs)
+        path = fetch([name])[name] if name in WILD else Path(name) if name.endswith(".onnx") else None
+        stem = path.stem if path is not None and name not in WILD else name
+        folder_name = f"{stem}.{tag}" if tag else stem
+        if path is not None:  # the ONNX file travels with the build
+            shapes = {input_name(path): WILD[name].shape} if name in WILD else None
+            b = compile_model(str(path), target, shapes, records=recs)
             folder = b.write(out / folder_name)
             shutil.copyfile(path, folder / "model.onnx")
         else:
@@ -230,7 +236,8 @@ def _number(t):
 
 def _model_and_inputs(folder: Path):
     """The ONNX model of a build folder and its inputs: a wild model's file travels with the
-    build (its input a synthetic document page); a zoo model is rebuilt from its seed."""
+    build (its input a synthetic document page, or seeded random inputs for an ONNX file given
+    by path); a zoo model is rebuilt from its seed."""
     import onnx
 
     from benchmarks.wild import WILD, document_image, input_name
@@ -238,6 +245,8 @@ def _model_and_inputs(folder: Path):
 
     if (folder / "model.onnx").exists():
         model = onnx.load(str(folder / "model.onnx"))
+        if _model_name(folder) not in WILD:  # an ONNX file given by path: seeded random inputs
+            return model, sample_inputs(model)
         return model, {input_name(folder / "model.onnx"): document_image(WILD[_model_name(folder)].shape)}
     model = build(_model_name(folder))
     return model, sample_inputs(model)
@@ -330,6 +339,7 @@ def main() -> int:
     b.add_argument("--target", default="opencl:nvidia")
     b.add_argument("--out", type=Path, default=BUILD_DIR)
     b.add_argument("--records", type=Path, help="a tuning database: build <model>.tuned with its records")
+    b.add_argument("--tag", help="build into <model>.<tag> (e.g. the algorithm a TIR_ variable forced)")
     r = sub.add_parser("run")
     r.add_argument("--dir", type=Path, default=BUILD_DIR)
     r.add_argument("--rounds", type=int, default=50)
@@ -337,7 +347,7 @@ def main() -> int:
     r.add_argument("--tf32", action="store_true", help="let torch use TF32 (its default) instead of fp32")
     args = ap.parse_args()
     if args.cmd == "build":
-        build_models(args.models, args.target, args.out, args.records)
+        build_models(args.models, args.target, args.out, args.records, args.tag)
         return 0
     return run_models(args.dir, args.rounds, args.warmup, args.tf32)
 

@@ -13,8 +13,9 @@ pixels; the padded input and the epilogue (bias, relu, residual add) are inlined
         for rco, rkh, rkw: for rci (unrolled): acc[ramp(p*4, 1, 4)] += broadcast(x[..]) * w[ramp(..)]
         y[ramp(..)] = max(acc[ramp(..)] + b[ramp(..)], 0)
 
-Knobs: `vector`, `ow_tile`, `oc_blocks`, `work_group`, `unroll_rci`, `storage`. Im2col /
-Winograd have no GPU template (`conv_algorithms.specialize` picks direct for opencl).
+Knobs: `vector`, `ow_tile`, `oc_blocks`, `work_group`, `unroll_rci`, `storage`.
+Winograd F(2,3)/F(4,3) has its own template (ops/winograd_gpu.py), a tuning choice only: it lost
+to this one on an H100. Im2col has no GPU template.
 
 `storage` ("buffer" | "image") is how the kernel reads the weight (M/4, C/4, KH, KW, 4, 4):
 a `__global` buffer, or an image2d_t of width C*KH*KW and height M/4 texels whose texel

@@ -23,7 +23,11 @@ from tensorir.schedule.gpu.rows import schedule_rows_gpu
 KIND = "opencl"
 
 TEMPLATES: dict[str, Callable] = {"injective": schedule_injective_gpu, "rows": schedule_rows_gpu}
-SELF_REGISTERING = {"gemm": "tensorir.ops.gemm_gpu", "conv_nchwc": "tensorir.ops.conv_gpu"}
+SELF_REGISTERING = {
+    "gemm": "tensorir.ops.gemm_gpu",
+    "conv_nchwc": "tensorir.ops.conv_gpu",
+    "winograd": "tensorir.ops.winograd_gpu",
+}
 assert set(TEMPLATES) | set(SELF_REGISTERING) == set(GPU_FAMILIES)
 
 

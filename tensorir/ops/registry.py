@@ -25,7 +25,8 @@ Traits (read through the accessors below, never by op name elsewhere):
 - `flops(ins, attrs, out) -> int`: operations of one node, a multiply-add counting 2
   (default: one per output element);
 - `gpu`: the GPU template family of its "opencl" schedule (ops/gpu_schedules.py): "injective",
-  "rows", "gemm" (ops/gemm_gpu.py), "conv_nchwc" (ops/conv_gpu.py); None: runs on the CPU.
+  "rows", "gemm" (ops/gemm_gpu.py), "conv_nchwc" (ops/conv_gpu.py), "winograd"
+  (ops/winograd_gpu.py); None: runs on the CPU.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ FlopsFn = Callable[[list[TensorType], Mapping[str, Any], TensorType], int]
 
 PATTERNS = ("elementwise", "injective", "reduction", "anchor", "opaque")
 LAYOUTS = ("conv", "pool", "global_avg", "global_max")
-GPU_FAMILIES = ("injective", "rows", "gemm", "conv_nchwc")
+GPU_FAMILIES = ("injective", "rows", "gemm", "conv_nchwc", "winograd")
 
 
 @dataclass

@@ -173,8 +173,6 @@ def schedule_winograd_gpu(s: Schedule, outputs: Sequence[Tensor], target: Any) -
 
 # ---- algorithm choice on GPU targets (conv_algorithms.specialize) ---------------------------
 FORCE_ENV = "TIR_GPU_CONV_ALGORITHM"  # direct | winograd2 | winograd4: the default, forced
-MIN_CHANNELS = 128  # C and M from which Winograd is the default (fewer: direct's loop is short)
-MAX_BATCH = 4
 
 
 def gpu_algorithm_choices(
@@ -182,24 +180,19 @@ def gpu_algorithm_choices(
 ) -> tuple[list[str], str]:
     """(choices, default) of the `algorithm` knob of a conv2d_nchwc on an OpenCL target:
     winograd2 / winograd4 (3x3, stride 1, dilation 1, group 1, constant weight) beside direct.
-    Default: Winograd where C and M are both >= MIN_CHANNELS and the batch is small (the
-    direct template then has few work-items and a long serial reduction over C x 9); F(4,3)
-    when the output has at least 16 x 16 pixels, else F(2,3). `TIR_GPU_CONV_ALGORITHM`
-    forces the default where it is a choice."""
+    The default is direct: on an H100 through OpenCL this template's Winograd lost to the
+    direct template on every ResNet layer measured (3x3 conv + bias + relu, kernel time,
+    `benchmarks/gpu_compare.py` on single-conv models): 128ch 28x28 direct 0.09 ms, F(2,3)
+    0.22, F(4,3) 0.71; 256ch 14x14 0.16 vs F(2,3) 0.66; 512ch 7x7 0.29 vs F(2,3) 0.71 (and
+    its transformed weights are 16/9 or 4x larger). Winograd stays a tuning choice.
+    `TIR_GPU_CONV_ALGORITHM` forces the default where it is a choice."""
     import os
 
     from tensorir.ops.conv_algorithms import winograd_eligible
-    from tensorir.ops.layout import conv_nchwc_attrs
 
     if not (weight_const and winograd_eligible(w_shape, attrs)):
         return ["direct"], "direct"
     choices = ["direct", "winograd2", "winograd4"]
-    n, _, h, w, _ = x_shape
-    c, m_out = w_shape[1] * w_shape[4], w_shape[0] * w_shape[5]
-    p = conv_nchwc_attrs(dict(attrs))[1]
-    oh, ow = h + p[0] + p[2] - 2, w + p[1] + p[3] - 2
     default = "direct"
-    if min(c, m_out) >= MIN_CHANNELS and n <= MAX_BATCH:
-        default = "winograd4" if min(oh, ow) >= 16 else "winograd2"
     forced = os.environ.get(FORCE_ENV, "").strip()
     return choices, forced if forced in choices else default

@@ -111,7 +111,7 @@ def _infer(ins: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
     return [TensorType((n, mo, oh, ow, ob), x.dtype)]
 
 
-@register_op(OP, infer=_infer, pattern="opaque")
+@register_op(OP, infer=_infer, pattern="opaque", gpu="winograd")
 def winograd_nchwc_reference(
     x: np.ndarray,
     u: np.ndarray,
