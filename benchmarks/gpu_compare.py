@@ -39,7 +39,12 @@ BUILD_DIR = Path(".gpu_build")
 
 # ---- here: compile ---------------------------------------------------------------------
 def build_models(
-    models: list[str], target: str, out: Path, records: Path | None = None, tag: str | None = None
+    models: list[str],
+    target: str,
+    out: Path,
+    records: Path | None = None,
+    tag: str | None = None,
+    weights: str = "embedded",
 ) -> None:
     """Compile each model (a zoo or wild model's name, or an .onnx file) into out/<name>[.tag]
     (with `records`, a tuning database, compiled with the records whose device key fits
@@ -63,11 +68,11 @@ def build_models(
         if path is not None:  # the ONNX file travels with the build
             shapes = {input_name(path): WILD[name].shape} if name in WILD else None
             b = compile_model(str(path), target, shapes, records=recs)
-            folder = b.write(out / folder_name)
+            folder = b.write(out / folder_name, weights)
             shutil.copyfile(path, folder / "model.onnx")
         else:
             b = compile_model(build(name), target, records=recs)
-            folder = b.write(out / folder_name)
+            folder = b.write(out / folder_name, weights)
         m = json.loads((folder / "manifest.json").read_text())
         print(
             f"{folder_name}: {m['gpu_kernels']} GPU kernels, {m['cpu_kernels']} CPU kernels, "
@@ -90,7 +95,8 @@ class CModel:
         lib.tir_device_name.restype = ctypes.c_char_p
         lib.tir_device_name.argtypes = [ctypes.c_void_p]
         cache = str(Path(os.environ.get("TMPDIR", "/tmp")) / f"tir-{self.manifest['model_sha256'][:16]}.bin")
-        self.handle = lib.tir_create(None, cache.encode())
+        blob = folder / "weights.bin"  # external weights (build --weights external)
+        self.handle = lib.tir_create(str(blob).encode() if blob.exists() else None, cache.encode())
         if not self.handle:
             raise RuntimeError(f"tir_create: {lib.tir_last_error().decode()}")
         self.device = lib.tir_device_name(self.handle).decode()
@@ -340,6 +346,7 @@ def main() -> int:
     b.add_argument("--out", type=Path, default=BUILD_DIR)
     b.add_argument("--records", type=Path, help="a tuning database: build <model>.tuned with its records")
     b.add_argument("--tag", help="build into <model>.<tag> (e.g. the algorithm a TIR_ variable forced)")
+    b.add_argument("--weights", choices=["embedded", "external"], default="embedded")
     r = sub.add_parser("run")
     r.add_argument("--dir", type=Path, default=BUILD_DIR)
     r.add_argument("--rounds", type=int, default=50)
@@ -347,7 +354,7 @@ def main() -> int:
     r.add_argument("--tf32", action="store_true", help="let torch use TF32 (its default) instead of fp32")
     args = ap.parse_args()
     if args.cmd == "build":
-        build_models(args.models, args.target, args.out, args.records, args.tag)
+        build_models(args.models, args.target, args.out, args.records, args.tag, args.weights)
         return 0
     return run_models(args.dir, args.rounds, args.warmup, args.tf32)
 

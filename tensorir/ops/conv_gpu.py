@@ -50,13 +50,13 @@ def _inline(s: Schedule) -> None:
             st.compute_inline()
 
 
-def _tile_acc(acc: Stage, vec: int, dense: bool) -> None:
+def _tile_acc(acc: Stage, vec: int, dense: bool, unroll: bool = True) -> None:
     """acc per work-item: reductions outside, the (blocks, pixels, lanes) tile inside."""
     ab, am, ah, aw, aj = acc.op.axis
     ajo, ajv = acc.split(aj, factor=vec)
     red = list(acc.op.reduce_axis)
     acc.reorder(ab, ah, *red, am, aw, ajo, ajv)
-    if dense and knob("unroll_rci", [False, True], True):
+    if dense and knob("unroll_rci", [False, True], unroll):
         acc.unroll(red[-1])  # the input channels of one block: 4 loads, 4 x tile FMAs
     for axis in (am, aw, ajo):
         acc.unroll(axis)
@@ -72,6 +72,18 @@ def _storage(s: Schedule, acc: Stage, profile: Any) -> None:
     choices = ["buffer", "image"] if fits else ["buffer"]
     if knob("storage", choices, "image" if fits and mobile else "buffer") == "image":
         s.set_storage(w, "image")
+
+
+def _scalar_simt(profile: Any) -> bool:
+    """A GPU whose work-items are scalar lanes of a wide SIMT unit (the profile prefers float
+    vectors of width 1, e.g. NVIDIA): float4 per work-item buys nothing there, parallelism does."""
+    return profile.kind == "gpu" and profile.preferred_vector_width_float <= 1
+
+
+def _taps(acc: Stage) -> int:
+    """KH x KW of the convolution (1 for a 1x1)."""
+    red = acc.op.reduce_axis
+    return red[-3].extent * red[-2].extent if len(red) == 4 else red[-2].extent * red[-1].extent
 
 
 def _default_pixels(profile, rows: int, width: int) -> int:
@@ -98,12 +110,13 @@ def schedule_conv_nchwc_gpu(s: Schedule, outputs: Sequence[Tensor], target: Any)
     b, m, oh, ow, j = y.op.axis
     dense = len(acc.op.reduce_axis) == 4
     lanes = VECTOR if j.extent % VECTOR == 0 else 1
-    vec = knob("vector", sorted({1, lanes}), lanes)
+    simt = _scalar_simt(profile) and _taps(acc) > 1
+    vec = knob("vector", sorted({1, lanes}), 1 if simt else lanes)
     blocks = [d for d in (1, 2, 4) if m.extent % d == 0] if dense else [1]
     mb = knob("oc_blocks", blocks, 1)
     choices = [p for p in (1, 2, 4, 8) if p <= max(ow.extent, 1)]
     rows = b.extent * m.extent // mb * oh.extent
-    pixels = knob("ow_tile", choices, _default_pixels(profile, rows, ow.extent))
+    pixels = knob("ow_tile", choices, 1 if simt else _default_pixels(profile, rows, ow.extent))
     mo, mi = y.split(m, factor=mb)
     wo, wi = y.split(ow, factor=pixels)
     jo, jv = y.split(j, factor=vec)
@@ -111,11 +124,12 @@ def schedule_conv_nchwc_gpu(s: Schedule, outputs: Sequence[Tensor], target: Any)
     fused = y.fuse(b, mo, oh, wo)
     # the choices must not depend on other knobs (a sampled config is checked against them)
     most = b.extent * m.extent * oh.extent * ow.extent
-    group = knob("work_group", group_choices(profile, most), default_group(profile, fused.extent, 64))
+    want = 32 if simt else 64
+    group = knob("work_group", group_choices(profile, most), default_group(profile, fused.extent, want))
     _, local = bind_flat(y, fused, group)
     for axis in (mi, wi, jo):
         y.unroll(axis)
     y.vectorize(jv)
     acc.compute_at(y, local)
-    _tile_acc(acc, vec, dense)
+    _tile_acc(acc, vec, dense, unroll=not simt)
     _storage(s, acc, profile)
