@@ -151,8 +151,32 @@ def efficiency(rows: list[dict], informative: bool) -> dict:
     }
 
 
+def saved_model_accuracy(path: str) -> dict:
+    """Held-out pairwise ranking accuracy on the samples a tuning run saved beside its database
+    (costmodel-<device>.json.data.npz: features, costs, task groups), with every feature, without
+    the GPU features, and with the loop features alone."""
+    from autotune.gpu_features import NUM_GPU_FEATURES
+
+    d = np.load(Path(path).with_suffix(".json.data.npz") if path.endswith(".json") else path)
+    by_group: dict[str, list] = {}
+    for f, c, g in zip(d["features"], d["costs"], d["groups"], strict=True):
+        if math.isfinite(c):
+            by_group.setdefault(str(g), []).append((f, float(c)))
+    datasets = [v for v in by_group.values() if len(v) >= 6]
+    gpu = list(range(NUM_FEATURES, NUM_FEATURES + NUM_GPU_FEATURES))
+    no_gpu = [[(np.delete(f, gpu), c) for f, c in data] for data in datasets]
+    return {
+        "tasks": len(datasets),
+        "samples": sum(map(len, datasets)),
+        "rank_all_features": ranking_accuracy(datasets, "rank"),
+        "rank_without_gpu_features": ranking_accuracy(no_gpu, "rank"),
+        "rank_loop_features_only": ranking_accuracy(datasets, "rank", columns=NUM_FEATURES),
+    }
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--saved-model", metavar="JSON", help="only: ranking accuracy on its saved samples")
     p.add_argument("--model", default="resnet50")
     p.add_argument("--tasks", type=int, default=4)
     p.add_argument("--trials", type=int, default=40)
@@ -162,6 +186,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=str(RESULTS / "tune_eval.json"))
     args = p.parse_args(argv)
+    if args.saved_model:
+        print(json.dumps(saved_model_accuracy(args.saved_model), indent=1))
+        return
     random_trials = args.random_trials or 3 * args.trials
     all_tasks = extract_tasks(load_graph(build(args.model)))
     tasks = all_tasks[: args.tasks]
