@@ -28,6 +28,7 @@ from autotune.builders import Built
 from tensorir.target import Target
 
 FLUSH_BYTES = 64 << 20  # larger than the last-level caches here
+GPU_FLUSH_BYTES = 256 << 20  # larger than a GPU's L2 (an H100 has 50 MB)
 
 
 class WrongResult(Exception):
@@ -124,6 +125,7 @@ class OpenCLRunner:
     (device time, no host overhead); the first launch's outputs are the ones checked."""
 
     profile: str
+    flush_cache: bool = False  # rewrite GPU_FLUSH_BYTES on the device before each timed launch
 
     def run(
         self, built: Built, inputs: Sequence[np.ndarray], reference: Sequence[np.ndarray], options: Any
@@ -133,7 +135,8 @@ class OpenCLRunner:
 
         ins, outs = kernel_arrays(built, inputs)
         arrays = [*ins, *outs, *scratch_arrays(built.func)]
-        got, info = run_gpu_kernel(built.kernel, arrays, self.profile, repeat=options.repeat)
+        flush = GPU_FLUSH_BYTES if self.flush_cache else 0
+        got, info = run_gpu_kernel(built.kernel, arrays, self.profile, options.repeat, flush)
         if options.check:
             check_outputs(got[len(ins) : len(ins) + len(outs)], reference, options)
         return list(info["times_s"])
@@ -152,5 +155,7 @@ def runner_for(target: Target, options: Any) -> Runner:
 
         return RPCRunner(tuple(options.rpc), options.rpc_token)
     if target.kind == "opencl":
-        return OpenCLRunner(target.profile or "opencl")
+        gpu = target.device_profile().kind == "gpu"  # PoCL (a CPU device) stays warm by default
+        cold = options.flush_cache or (gpu and getattr(options, "gpu_cold", True))
+        return OpenCLRunner(target.profile or "opencl", cold)
     return CpuRunner(flush_cache=options.flush_cache)

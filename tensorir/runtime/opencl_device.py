@@ -63,10 +63,16 @@ def _program(ctx: Any, source: str) -> Any:
 
 
 def run_gpu_kernel(
-    kernel: GpuKernel, arrays: list[np.ndarray], profile_name: str = "opencl", repeat: int = 0
+    kernel: GpuKernel,
+    arrays: list[np.ndarray],
+    profile_name: str = "opencl",
+    repeat: int = 0,
+    flush_bytes: int = 0,
 ) -> tuple[list[np.ndarray], dict[str, Any]]:
     """Run `kernel` once on `arrays` (its parameters in order); with `repeat` > 0 also time it
-    (2 warm-up runs, then `repeat` timed ones). Returns every buffer after the run and info."""
+    (2 warm-up runs, then `repeat` timed ones; with `flush_bytes`, a buffer that large is
+    rewritten on the device before each timed run, so the kernel meets cold caches as it does
+    inside a model). Returns every buffer after the run and info."""
     cl = load_pyopencl()
     if len(arrays) != len(kernel.params):
         raise TirError(f"kernel {kernel.name} takes {len(kernel.params)} arguments, got {len(arrays)}")
@@ -86,7 +92,8 @@ def run_gpu_kernel(
                 cl.enqueue_copy(queue, out, b)
             outs.append(out)
         queue.finish()
-        times = _time(run, repeat) if repeat > 0 else []
+        flush = _flusher(cl, ctx, queue, flush_bytes) if flush_bytes > 0 else None
+        times = _time(run, repeat, flush) if repeat > 0 else []
     except cl.Error as e:
         raise TirError(f"OpenCL kernel {kernel.name} failed: {e}") from None
     device = queue.device
@@ -130,11 +137,25 @@ def make_image(cl: Any, ctx: Any, image: ImageParam, array: np.ndarray) -> Any:
     return cl.Image(ctx, flags, fmt, shape=(image.width, image.height), hostbuf=host)
 
 
-def _time(run: Any, repeat: int) -> list[float]:
+def _flusher(cl: Any, ctx: Any, queue: Any, nbytes: int) -> Any:
+    """A callable that overwrites an `nbytes` device buffer (evicting the caches) and waits."""
+    buf = cl.Buffer(ctx, cl.mem_flags.READ_WRITE, nbytes)
+    pattern = np.zeros(1, np.float32)
+
+    def flush() -> None:
+        pattern[0] += 1.0
+        cl.enqueue_fill_buffer(queue, buf, pattern, 0, nbytes).wait()
+
+    return flush
+
+
+def _time(run: Any, repeat: int, flush: Any = None) -> list[float]:
     for _ in range(WARMUP):
         run().wait()
     times = []
     for _ in range(repeat):
+        if flush is not None:
+            flush()
         ev = run()
         ev.wait()
         times.append((ev.profile.end - ev.profile.start) * 1e-9)

@@ -83,3 +83,16 @@ def test_tir_tune_on_pocl_and_compile_with_its_records(tmp_path, capsys):
     # the same records are not applied to a CPU compile
     assert main(["compile", model, "--records", str(db), "-o", str(tmp_path / "cpu")]) == 0
     assert "tuning records: none fit device x86_64-" in capsys.readouterr().out
+
+
+def test_gpu_candidates_meet_cold_caches_by_default_pocl_stays_warm():
+    """On a GPU profile the runner rewrites a large device buffer before each timed launch
+    (in-model times on an H100 matched the cold ones); PoCL, a CPU device, stays warm unless
+    --flush-cache. The flushing path itself runs on PoCL."""
+    assert runner_for(get_target("opencl:nvidia"), POCL).flush_cache is True
+    assert runner_for(get_target("opencl:nvidia"), MeasureOptions(gpu_cold=False)).flush_cache is False
+    assert runner_for(get_target("opencl:pocl"), POCL).flush_cache is False
+    cold = MeasureOptions(target="opencl:pocl", workers=1, repeat=2, flush_cache=True)
+    with Measurer(cold) as m:
+        (r,) = m.measure(_dense(), [{}])
+    assert r.error is None and len(r.costs) == 2 and all(c > 0 for c in r.costs)
