@@ -103,6 +103,10 @@ def schedule_conv_nchwc_gpu(s: Schedule, outputs: Sequence[Tensor], target: Any)
     """
     if any(st.name.endswith("im2col_acc") for st in s.stages):
         raise NoScheduleError("conv2d_nchwc: im2col has no GPU template (use direct)")
+    if any(st.name.endswith("conv1x1_acc") for st in s.stages):  # algorithm "gemm"
+        from tensorir.ops.conv1x1_gpu import schedule_conv1x1_gpu
+
+        return schedule_conv1x1_gpu(s, outputs, target)
     profile = gpu_profile(target)
     acc = next(st for st in s.stages if st.name.endswith("_acc") and st.op.reduce_axis)
     _inline(s)

@@ -190,10 +190,15 @@ def conv2d_nchwc_compute(
     attrs = {"strides": strides, "pads": pads, "dilations": dilations, "group": group}
     # the kernel builder pins the algorithm (conv_algorithms.specialize); a bare compute call
     # takes the analytic default
-    if conv_algorithm(TensorType(x.shape, x.dtype), TensorType(w.shape, w.dtype), attrs) == "im2col":
+    algo = conv_algorithm(TensorType(x.shape, x.dtype), TensorType(w.shape, w.dtype), attrs)
+    if algo == "im2col":
         from tensorir.schedule.algorithms.im2col import im2col_conv_nchwc_compute
 
         return im2col_conv_nchwc_compute(x, w, b, strides, pads, dilations, group)
+    if algo == "gemm":  # 1x1 as a GEMM on the GPU (ops/conv1x1_gpu.py)
+        from tensorir.ops.conv1x1_gpu import conv1x1_gemm_compute
+
+        return conv1x1_gemm_compute(x, w, b)
     s, p, d = conv_nchwc_attrs(attrs)
     n, _, h, wd, ib = x.shape
     mo, _, kh, kw, _, ob = w.shape

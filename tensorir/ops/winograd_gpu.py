@@ -172,7 +172,7 @@ def schedule_winograd_gpu(s: Schedule, outputs: Sequence[Tensor], target: Any) -
 
 
 # ---- algorithm choice on GPU targets (conv_algorithms.specialize) ---------------------------
-FORCE_ENV = "TIR_GPU_CONV_ALGORITHM"  # direct | winograd2 | winograd4: the default, forced
+FORCE_ENV = "TIR_GPU_CONV_ALGORITHM"  # direct | winograd2 | winograd4 | gemm: the default, forced
 
 
 def gpu_algorithm_choices(
@@ -185,14 +185,19 @@ def gpu_algorithm_choices(
     `benchmarks/gpu_compare.py` on single-conv models): 128ch 28x28 direct 0.09 ms, F(2,3)
     0.22, F(4,3) 0.71; 256ch 14x14 0.16 vs F(2,3) 0.66; 512ch 7x7 0.29 vs F(2,3) 0.71 (and
     its transformed weights are 16/9 or 4x larger). Winograd stays a tuning choice.
-    `TIR_GPU_CONV_ALGORITHM` forces the default where it is a choice."""
+    gemm (ops/conv1x1_gpu.py) is a choice for 1x1, stride-1, group-1 convs, not the default
+    (no measurement yet). `TIR_GPU_CONV_ALGORITHM` forces the default where it is a choice."""
     import os
 
+    from tensorir.ops.conv1x1_gpu import gemm_eligible
     from tensorir.ops.conv_algorithms import winograd_eligible
 
-    if not (weight_const and winograd_eligible(w_shape, attrs)):
+    if gemm_eligible(x_shape, w_shape, attrs):
+        choices = ["direct", "gemm"]
+    elif weight_const and winograd_eligible(w_shape, attrs):
+        choices = ["direct", "winograd2", "winograd4"]
+    else:
         return ["direct"], "direct"
-    choices = ["direct", "winograd2", "winograd4"]
     default = "direct"
     forced = os.environ.get(FORCE_ENV, "").strip()
     return choices, forced if forced in choices else default
