@@ -86,6 +86,9 @@ def add_tune_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--token", help="the rpc servers' shared token (default: $TIR_RPC_TOKEN)")
     p.add_argument("--adb", metavar="SERIAL", help="measure on this Android device through adb (CPU devices)")
     p.add_argument("--adb-path", metavar="PROGRAM", help="the adb program (default: $TIR_ADB, else adb)")
+    p.add_argument(
+        "--no-model-ab", action="store_true", help="skip timing the whole model with and without the records"
+    )
     p.add_argument("--plot", metavar="PNG", help="draw best-so-far vs trials per task and for the model")
     p.add_argument(
         "--no-layout", action="store_true", help="skip the model-level layout block measurement (NCHW[x]c)"
@@ -159,6 +162,15 @@ def cmd_tune(args: argparse.Namespace) -> int:
     )
     summary = Tuner(tasks, db, options, measure).run()
     print(_report(summary))
+    if dev.measured != "remote" and not servers and not args.no_model_ab:
+        from autotune.graph_tune import model_ab
+
+        plain, tuned = model_ab(args.model, db.path, device, target, shapes, threads=args.threads or None)
+        sign = "faster" if tuned < plain else "SLOWER"
+        print(
+            f"whole model: {plain * 1e3:.3f} ms untuned, {tuned * 1e3:.3f} ms with the records "
+            f"({plain / tuned:.2f}x, {sign}; timed interleaved, beside the kernel sum above)"
+        )
     if args.plot:
         from autotune.plot import plot_curves
 

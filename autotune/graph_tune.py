@@ -91,3 +91,27 @@ def tune_layout(
     costs = {b: r["mean_cost"] for b, r in done.items() if r.get("mean_cost") is not None}
     costs = {b: c for b, c in costs.items() if math.isfinite(c)}
     return min(costs, key=costs.get) if costs else None
+
+
+def model_ab(
+    model: str | os.PathLike,
+    db_path: str | os.PathLike,
+    device: str,
+    target: str,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    runs: int = 30,
+    threads: int | None = None,
+) -> tuple[float, float]:
+    """(seconds per run without records, with the device's best records): the whole model
+    compiled both ways and timed interleaved, so a tuning run ends with what the model sees
+    and not only the sum of kernels timed alone."""
+    import tensorir as tir
+    from autotune.records import Records
+
+    records = Records.open(db_path, False, device=device)
+    mods = [tir.compile(os.fspath(model), target, input_shapes, records=r) for r in (None, records)]
+    for mod in mods:
+        if threads:
+            mod.set_num_threads(threads)
+    plain, tuned = time_interleaved(mods, runs)
+    return float(np.median(plain)), float(np.median(tuned))

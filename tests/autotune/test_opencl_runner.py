@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 from pathlib import Path
 
 import numpy as np
@@ -72,7 +73,10 @@ def test_tir_tune_on_pocl_and_compile_with_its_records(tmp_path, capsys):
     model = str(Path(__file__).resolve().parents[2] / "examples" / "tiny_cnn.onnx")
     assert main(["tune", model, "--device", "pocl", "--trials", "10", "--db", str(db)]) == 0
     (key,) = Database(db).devices()
-    assert key.startswith("opencl-pocl-") and key in capsys.readouterr().out
+    tuned = capsys.readouterr().out
+    assert key.startswith("opencl-pocl-") and key in tuned
+    # the run ends with the whole model timed with and without the records
+    assert re.search(r"whole model: [\d.]+ ms untuned, [\d.]+ ms with the records", tuned), tuned
     assert main(["compile", model, "--target", "opencl:pocl", "--records", str(db), "-o", str(out)]) == 0
     text = capsys.readouterr().out
     assert f"tuning records: device {key};" in text, text
