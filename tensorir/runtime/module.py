@@ -46,16 +46,29 @@ def check_feeds(
     return feeds
 
 
+def load_host_manifest(directory: Path, hint: str = "") -> dict[str, Any]:
+    """The manifest of a compiled folder whose library runs on this machine (a TirError when
+    the folder holds none, or a library for another architecture; `hint` ends that line)."""
+    from tensorir.target import host_target
+
+    path = directory / "manifest.json"
+    if not path.exists():
+        raise TirError(f"{directory}: not a compiled model (no manifest.json)")
+    manifest = json.loads(path.read_text())
+    triple = manifest["triple"]
+    if triple.split("-")[0] != host_target().arch:
+        where = f"{directory}: built for {manifest['target']} ({triple})"
+        raise TirError(f"{where}; run it on that device {hint}".rstrip())
+    return manifest
+
+
 class Module:
     """A loaded model library: run, profile, export."""
 
     def __init__(self, directory: str | Path) -> None:
         self.dir = Path(directory)
-        path = self.dir / "manifest.json"
-        if not path.exists():
-            raise TirError(f"{self.dir}: not a compiled model (no manifest.json)")
-        self.manifest = json.loads(path.read_text())
-        self._check_host()
+        qemu = "(tir run DIR runs linux-arm64 builds under qemu-aarch64)"
+        self.manifest = load_host_manifest(self.dir, qemu)
         self.lib = ctypes.CDLL(str((self.dir / self.manifest["library"]).resolve()))
         self._declare()
         weights = self.manifest.get("weights_file")
@@ -65,16 +78,6 @@ class Module:
             raise TirError(f"{self.dir}: tir_create failed (cannot read {weights})")
         self.inputs = self.manifest["inputs"]
         self.outputs = self.manifest["outputs"]
-
-    def _check_host(self) -> None:
-        from tensorir.target import host_target
-
-        triple = self.manifest["triple"]
-        if triple.split("-")[0] != host_target().arch:
-            raise TirError(
-                f"{self.dir}: built for {self.manifest['target']} ({triple}); run it on that device "
-                "(tir run DIR runs linux-arm64 builds under qemu-aarch64)"
-            )
 
     def _declare(self) -> None:
         lib = self.lib

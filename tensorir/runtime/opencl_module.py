@@ -24,7 +24,7 @@ import numpy as np
 from tensorir import config
 from tensorir.errors import TirError
 from tensorir.graph.types import np_dtype
-from tensorir.runtime.module import check_feeds, export_folder
+from tensorir.runtime.module import check_feeds, export_folder, load_host_manifest
 
 Feeds = Mapping[str, np.ndarray] | Sequence[np.ndarray]
 
@@ -45,11 +45,7 @@ class OpenCLModule:
 
     def __init__(self, directory: str | Path, program_cache: str | Path | None = "auto") -> None:
         self.dir = Path(directory)
-        path = self.dir / "manifest.json"
-        if not path.exists():
-            raise TirError(f"{self.dir}: not a compiled model (no manifest.json)")
-        self.manifest = json.loads(path.read_text())
-        self._check_host()
+        self.manifest = load_host_manifest(self.dir)
         lib_path = self.dir / self.manifest["library"]
         self.lib = ctypes.CDLL(str(lib_path.resolve()))
         self._declare()
@@ -65,15 +61,6 @@ class OpenCLModule:
             raise TirError(f"{self.dir}: {self.last_error()}")
         self.inputs = self.manifest["inputs"]
         self.outputs = self.manifest["outputs"]
-
-    def _check_host(self) -> None:
-        from tensorir.target import host_target
-
-        triple = self.manifest["triple"]
-        if triple.split("-")[0] != host_target().arch:
-            raise TirError(
-                f"{self.dir}: built for {self.manifest['target']} ({triple}); run it on that device"
-            )
 
     def _declare(self) -> None:
         lib, p = self.lib, ctypes.c_void_p
