@@ -33,8 +33,9 @@ from pathlib import Path
 from typing import Any
 
 from tensorir import config
-from tensorir.codegen.link import _run, find_tool
+from tensorir.codegen.link import _run, find_tool, stub_library
 from tensorir.errors import TirError
+from tensorir.target import get_target
 
 TRIPLE = "aarch64-linux-android24"
 MAX_ARGS = 32
@@ -182,7 +183,8 @@ def harness() -> Path:
     tmp = d / f"build.{os.getpid()}"
     tmp.mkdir(exist_ok=True)
     (tmp / "harness.c").write_text(SOURCE)
-    stubs = [_stub(clang, ld, tmp, "libc.so", LIBC), _stub(clang, ld, tmp, "libdl.so", LIBDL)]
+    android = get_target("android-arm64")
+    stubs = [str(stub_library(android, "libc.so", LIBC)), str(stub_library(android, "libdl.so", LIBDL))]
     cc = [clang, f"--target={TRIPLE}", *_CFLAGS, "-c", "harness.c", "-o", "harness.o"]
     _run(cc, "clang (the adb timing harness)", cwd=tmp)
     link = [ld, *_LDFLAGS, "--dynamic-linker", "/system/bin/linker64", "-e", "_start"]
@@ -190,16 +192,6 @@ def harness() -> Path:
     (tmp / "tir-harness").replace(exe)
     shutil.rmtree(tmp, ignore_errors=True)
     return exe
-
-
-def _stub(clang: str, ld: str, d: Path, soname: str, symbols: tuple[str, ...]) -> str:
-    """A bionic-named shared library defining only `symbols` (to link against, never shipped)."""
-    src = d / f"{soname}.c"
-    src.write_text("".join(f"void {s}(void) {{}}\n" for s in symbols))
-    obj = d / f"{soname}.o"
-    _run([clang, f"--target={TRIPLE}", "-fPIC", "-w", "-c", str(src), "-o", str(obj)], "clang (stub)")
-    _run([ld, "-shared", "-soname", soname, "-o", str(d / soname), str(obj)], "ld.lld (stub)")
-    return soname
 
 
 def harness_command(exe: str, lib: str, symbol: str, args: list[str], options: Any) -> list[str]:

@@ -69,46 +69,36 @@ def _work_dir(sub: str) -> Path:
     return d
 
 
-def _stub_libc(target: Target) -> Path:
-    """A bionic-named libc.so defining only the runtime's libc symbols (Android links)."""
+def stub_library(target: Target, soname: str, symbols: tuple[str, ...] | list[str]) -> Path:
+    """A shared library `soname` defining only `symbols`, to link against and never ship: the
+    bionic-named libc.so / libdl.so of Android links (built once per target and symbol set)."""
     import llvmlite.binding as llvm
 
-    key = hashlib.sha1(f"{target.triple}{ALL_LIBC_SYMBOLS}".encode()).hexdigest()[:12]
-    d = _work_dir(f"stub-libc-{key}")
-    so = d / "libc.so"
+    key = hashlib.sha1(f"{target.triple}{soname}{sorted(symbols)}".encode()).hexdigest()[:12]
+    d = _work_dir(f"stub-{soname.split('.')[0]}-{key}")
+    so = d / soname
     if so.exists():
         return so
-    text = "\n".join(f"define void @{s}() {{\n  ret void\n}}" for s in ALL_LIBC_SYMBOLS)
-    obj, tmp = d / f"stub.{os.getpid()}.o", d / f"libc.so.{os.getpid()}"
+    text = "\n".join(f"define void @{s}() {{\n  ret void\n}}" for s in symbols)
+    obj, tmp = d / f"stub.{os.getpid()}.o", d / f"{soname}.{os.getpid()}"
     with LLVM_LOCK:
         mod = llvm.parse_assembly(f'target triple = "{target.triple}"\n{text}\n')
         obj.write_bytes(target_machine(target).emit_object(mod))
-    _run([find_tool("ld.lld", "lld-14"), "-shared", "-soname", "libc.so", "-o", str(tmp), str(obj)], "ld.lld")
+    _run([find_tool("ld.lld", "lld-14"), "-shared", "-soname", soname, "-o", str(tmp), str(obj)], "ld.lld")
     obj.unlink()
     tmp.replace(so)
     return so
+
+
+def _stub_libc(target: Target) -> Path:
+    """A bionic-named libc.so defining only the runtime's libc symbols (Android links)."""
+    return stub_library(target, "libc.so", ALL_LIBC_SYMBOLS)
 
 
 def _stub_libdl(target: Target) -> Path:
     """A bionic-named libdl.so defining only dlopen/dlsym/dlerror (Android links of the
     OpenCL runtime; bionic exports the loader's functions from libdl.so, not libc.so)."""
-    import llvmlite.binding as llvm
-
-    key = hashlib.sha1(f"{target.triple}{LIBDL_SYMBOLS}".encode()).hexdigest()[:12]
-    d = _work_dir(f"stub-libdl-{key}")
-    so = d / "libdl.so"
-    if so.exists():
-        return so
-    text = "\n".join(f"define void @{s}() {{\n  ret void\n}}" for s in LIBDL_SYMBOLS)
-    obj, tmp = d / f"stub.{os.getpid()}.o", d / f"libdl.so.{os.getpid()}"
-    with LLVM_LOCK:
-        mod = llvm.parse_assembly(f'target triple = "{target.triple}"\n{text}\n')
-        obj.write_bytes(target_machine(target).emit_object(mod))
-    ld = find_tool("ld.lld", "lld-14")
-    _run([ld, "-shared", "-soname", "libdl.so", "-o", str(tmp), str(obj)], "ld.lld")
-    obj.unlink()
-    tmp.replace(so)
-    return so
+    return stub_library(target, "libdl.so", LIBDL_SYMBOLS)
 
 
 def _libdl_args(target: Target) -> list[str]:
