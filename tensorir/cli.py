@@ -10,6 +10,8 @@ import argparse
 import sys
 import traceback
 from collections.abc import Sequence
+from pathlib import Path
+from typing import NoReturn
 
 from tensorir import config
 from tensorir.errors import TirError
@@ -34,6 +36,11 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
         default=[],
         metavar="NAME=DIMS",
         help="static shape for an input with symbolic dims, e.g. input=1,3,224,224",
+    )
+    p.add_argument(
+        "--override-shape",
+        action="store_true",
+        help="let --input-shape change an input's static dims (refused without it)",
     )
 
 
@@ -106,7 +113,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     from tensorir.tools.inspect import inspect_model
 
     shapes = dict(parse_shape_arg(s) for s in args.input_shape)
-    print(inspect_model(args.model, shapes, plan=args.plan, target=args.target))
+    print(inspect_model(args.model, shapes, args.plan, args.target, override_shapes=args.override_shape))
     return 0
 
 
@@ -114,9 +121,9 @@ def _open_records(source: str, device: str | None, target: str):
     """The tuning records `tir compile --records` names (None: none / autotune missing):
     those of `device` when given, else of the device key that fits `target`
     (autotune/device_keys.py: exact, other thread count, same family; never another arch)."""
-    from pathlib import Path
-
     if source == "none":
+        if device is not None:
+            raise TirError(f"--device {device!r} picks tuning records, but --records none uses none")
         return None
     try:
         from autotune.records import Records
@@ -133,12 +140,29 @@ def _open_records(source: str, device: str | None, target: str):
         from tensorir.target import get_target
 
         return Records.for_target(get_target(target), db=db, logs=logs)
-    return Records.open(db=db, logs=logs, device=device)
+    records = Records.open(db=db, logs=logs, device=device)
+    if not len(records):
+        _no_records_of(device, db, logs)
+    return records
+
+
+def _no_records_of(device: str, db: Path | bool | None, logs: Path | None) -> NoReturn:
+    """The TirError for a --device that has no records in the sources, naming those that do."""
+    from autotune import database
+    from autotune.records import DEFAULT_LOGS, _db_devices, _log_devices
+
+    db_path = None if db is False else Path(db or database.default_path())
+    logs_path = logs if logs is not None else (DEFAULT_LOGS if DEFAULT_LOGS.is_dir() else None)
+    known = _db_devices(db_path) if db_path else set()
+    known |= _log_devices(logs_path) if logs_path else set()
+    named = ", ".join(sorted(known)) or "none (run tir tune first)"
+    raise TirError(f"--device {device!r}: no tuning records of that device; devices with records: {named}")
 
 
 def _cmd_compile(args: argparse.Namespace) -> int:
-    from tensorir.tools.compile import compile_cli
+    from tensorir.tools.compile import check_paths, compile_cli
 
+    check_paths(args.model, args.output)  # before reading records or compiling
     return compile_cli(
         args.model,
         records=_open_records(args.records, args.device, args.target),
@@ -147,14 +171,15 @@ def _cmd_compile(args: argparse.Namespace) -> int:
         input_shapes=dict(parse_shape_arg(s) for s in args.input_shape),
         weights=args.weights,
         dump_dir=args.dump_dir,
+        override_shapes=args.override_shape,
     )
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from tensorir.tools.run import run_artifact_cli, run_model_cli
 
+    if args.threads < 0:
+        raise TirError(f"--threads {args.threads}: expected 0 (all cores) or a positive count")
     if Path(args.model).is_dir():
         return run_artifact_cli(
             args.model,
@@ -173,6 +198,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         compare_ort=args.compare_ort,
         seed=args.seed,
         save_dir=args.save,
+        override_shapes=args.override_shape,
     )
 
 

@@ -121,18 +121,20 @@ def compile_model(
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     records: Any = None,
     layout_block: int | None = None,
+    override_shapes: bool = True,
 ) -> Build:
     """Compile a whole model for `target` up to the backend: every stage of the module
     docstring except codegen and packaging, which `write_build` (Build.write) runs.
     `records` gives tuned knob configs per workload (compiler.lookup_config) and the
     model-level `layout_block` (the NCHW[x]c channel block; argument > record > the
-    target's lanes)."""
+    target's lanes). `override_shapes`: as in from_onnx."""
     from tensorir.frontend.onnx import from_onnx
 
     target = get_target(target)
     raw = model_bytes(model)
     block = layout_block or (lookup_config(records, model_key(raw, input_shapes)) or {}).get("layout_block")
-    graph = optimize(from_onnx(model, input_shapes=input_shapes), target=target, layout_block=block)
+    graph = from_onnx(model, input_shapes=input_shapes, override_shapes=override_shapes)
+    graph = optimize(graph, target=target, layout_block=block)
     with debug.stage("lowering") as st:
         kernels = lower_kernels(graph, target, records)
         st.result = _kernel_text(kernels)
@@ -185,13 +187,47 @@ def write_build(build: Build, out: Path, weights: str = "embedded") -> Path:
 def load_folder(directory: str | os.PathLike) -> Any:
     """A compiled folder as a module that runs here (by the backend that wrote it), or an
     export-only artifact for a folder built for another device."""
-    import json
-
-    d = Path(directory)
-    path = d / "manifest.json"
-    if not path.exists():
-        raise TirError(f"{d}: not a compiled model (no manifest.json)")
     from tensorir.backends import backend_for_manifest
 
-    manifest = json.loads(path.read_text())
+    d = Path(directory)
+    manifest = read_manifest(d)
     return backend_for_manifest(manifest).load(d, manifest)
+
+
+_MANIFEST_KEYS = {
+    "target": str,
+    "triple": str,
+    "library": str,
+    "inputs": list,
+    "outputs": list,
+    "kernels": list,
+}
+
+
+def read_manifest(directory: Path) -> dict[str, Any]:
+    """A compiled folder's manifest.json, checked for what loading it needs (a TirError
+    naming the file and the problem otherwise: missing, not JSON, a key missing)."""
+    import json
+
+    path = directory / "manifest.json"
+    if not path.is_file():
+        raise TirError(f"{directory}: not a compiled model (no manifest.json)")
+    try:
+        manifest = json.loads(path.read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise TirError(f"{path}: not valid JSON ({e})") from None
+    _check_manifest(path, manifest)
+    return manifest
+
+
+def _check_manifest(path: Path, manifest: Any) -> None:
+    if not isinstance(manifest, dict):
+        raise TirError(f"{path}: expected a JSON object, found {type(manifest).__name__}")
+    for key, kind in _MANIFEST_KEYS.items():
+        if not isinstance(manifest.get(key), kind):
+            raise TirError(f"{path}: '{key}' is missing or not a {kind.__name__} (a broken manifest)")
+    for t in manifest["inputs"] + manifest["outputs"]:
+        if not (isinstance(t, dict) and {"name", "shape", "dtype"} <= t.keys()):
+            raise TirError(f"{path}: each input and output needs a name, shape and dtype; found {t!r}")
+    if not (path.parent / manifest["library"]).is_file():
+        raise TirError(f"{path}: its library {manifest['library']!r} is missing from the folder")

@@ -172,13 +172,19 @@ class ImportContext:
 
 
 # ---- loading ----------------------------------------------------------------
-def load_model(path: str | os.PathLike) -> onnx.ModelProto:
-    """Read an ONNX file (with external data); one clear error for bad files."""
+def check_model_file(path: str | os.PathLike) -> Path:
+    """The model path, if it names a file (a ModelError naming it otherwise)."""
     p = Path(path)
     if not p.exists():
         raise ModelError(f"{p}: no such file")
     if p.is_dir():
         raise ModelError(f"{p}: is a directory, expected an .onnx file")
+    return p
+
+
+def load_model(path: str | os.PathLike) -> onnx.ModelProto:
+    """Read an ONNX file (with external data); one clear error for bad files."""
+    p = check_model_file(path)
     try:
         model = onnx.load(str(p), load_external_data=False)
     except (google.protobuf.message.DecodeError, RuntimeWarning, ValueError) as e:
@@ -228,12 +234,65 @@ def _sorted_nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
                     f"{node_label(n)} reads tensor '{name}', which no initializer, graph input "
                     "or node defines (missing initializer?)"
                 )
+    _check_graph_outputs(g, set(producer) | known)
     try:
         order = list(nx.lexicographical_topological_sort(dag))
     except nx.NetworkXUnfeasible:
         cycle = [node_label(g.node[u]) for u, _ in nx.find_cycle(dag)]
         raise ModelError("graph has a cycle: " + " -> ".join(cycle)) from None
     return [g.node[k] for k in order]
+
+
+def check_graph(model: onnx.ModelProto) -> None:
+    """A ModelError naming the culprit for a malformed graph: a node input or graph output
+    that nothing defines, a graph output listed twice, a cycle."""
+    _sorted_nodes(model)
+
+
+def _check_graph_outputs(g: onnx.GraphProto, defined: set[str]) -> None:
+    seen: set[str] = set()
+    for o in g.output:
+        if o.name in seen:
+            raise ModelError(f"graph output '{o.name}' is listed twice")
+        seen.add(o.name)
+        if o.name not in defined or not o.name:
+            raise ModelError(
+                f"graph output '{o.name}' is produced by no node (and is no initializer or graph input)"
+            )
+
+
+def _is_symbolic(d: onnx.TensorShapeProto.Dimension) -> bool:
+    return not d.HasField("dim_value") or (d.dim_value <= 0 and bool(d.dim_param))
+
+
+def shape_conflict(vi: onnx.ValueInfoProto, dims: Sequence[int]) -> str | None:
+    """The input's declared shape ('[N, 4]') when `dims` changes one of its static dims or
+    its rank, else None (an input without a declared shape takes any)."""
+    tt = vi.type.tensor_type
+    if not tt.HasField("shape"):
+        return None
+    declared = [None if _is_symbolic(d) else d.dim_value for d in tt.shape.dim]
+    if len(dims) == len(declared) and all(d in (None, n) for d, n in zip(declared, dims, strict=True)):
+        return None
+    shown = (d.dim_param or "?" if _is_symbolic(d) else str(d.dim_value) for d in tt.shape.dim)
+    return f"[{', '.join(shown)}]"
+
+
+def check_input_shapes(
+    model: onnx.ModelProto, input_shapes: Mapping[str, Sequence[int]], override: bool = True
+) -> None:
+    """Every --input-shape names a model input and, unless `override`, changes no static dim."""
+    inputs = {vi.name: vi for vi in model.graph.input}
+    unknown = sorted(set(input_shapes) - set(inputs))
+    if unknown:
+        raise ModelError(f"--input-shape names '{unknown[0]}', which is not a model input")
+    for name, dims in input_shapes.items():
+        declared = None if override else shape_conflict(inputs[name], dims)
+        if declared:
+            raise ModelError(
+                f"--input-shape {name}={','.join(map(str, dims))} changes input '{name}', which the model "
+                f"declares as {declared}: only symbolic dims may be given (--override-shape forces it)"
+            )
 
 
 def _input_type(vi: onnx.ValueInfoProto, input_shapes: Mapping[str, Sequence[int]]) -> TensorType:
@@ -248,7 +307,7 @@ def _input_type(vi: onnx.ValueInfoProto, input_shapes: Mapping[str, Sequence[int
         raise ModelError(f"input '{vi.name}' has no shape; give it with --input-shape {vi.name}=...")
     dims = []
     for d in tt.shape.dim:
-        if not d.HasField("dim_value") or (d.dim_value <= 0 and d.dim_param):
+        if _is_symbolic(d):
             sym = d.dim_param or "?"
             raise ModelError(
                 f"input '{vi.name}' has a symbolic dimension '{sym}'; give its shape with "
@@ -262,15 +321,18 @@ def from_onnx(
     model: onnx.ModelProto | str | os.PathLike,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     input_values: Mapping[str, np.ndarray] | None = None,
+    override_shapes: bool = True,
 ) -> Graph:
     """Convert an ONNX model to a Graph.
 
     input_shapes: static shapes for inputs with symbolic dims.
     input_values: known values of graph inputs; an input whose value fixes a
         static shape (e.g. a Reshape target) becomes a constant. Others stay inputs.
+    override_shapes: False (the CLI without --override-shape): an input_shapes entry may
+        only fill symbolic dims; one that changes a static dim or the rank is a ModelError.
     """
     with stage("import onnx") as st:
-        st.result = _import(model, input_shapes, input_values)
+        st.result = _import(model, input_shapes, input_values, override_shapes)
     return st.result
 
 
@@ -278,6 +340,7 @@ def _import(
     model: onnx.ModelProto | str | os.PathLike,
     input_shapes: Mapping[str, Sequence[int]] | None,
     input_values: Mapping[str, np.ndarray] | None,
+    override_shapes: bool = True,
 ) -> Graph:
     if not isinstance(model, onnx.ModelProto):
         model = load_model(model)
@@ -289,9 +352,7 @@ def _import(
     graph = Graph(og.name or "main")
     ctx = ImportContext(graph, _opset(model), input_values or {})
     inits = {t.name: t for t in og.initializer}
-    unknown = sorted(set(input_shapes) - {i.name for i in og.input})
-    if unknown:
-        raise ModelError(f"--input-shape names '{unknown[0]}', which is not a model input")
+    check_input_shapes(model, input_shapes, override_shapes)
     for t in og.initializer:
         try:
             ctx.values[t.name] = graph.add_const(onnx.numpy_helper.to_array(t), t.name)

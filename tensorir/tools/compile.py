@@ -8,6 +8,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from tensorir.errors import TirError
+from tensorir.frontend.onnx import check_model_file
 from tensorir.pipeline import compile_model
 
 
@@ -19,11 +21,14 @@ def compile_cli(
     weights: str = "embedded",
     dump_dir: str | None = None,
     records: Any = None,
+    override_shapes: bool = False,
 ) -> int:
+    """Compile `model` into the folder `out` and print what was written (the CLI has run
+    check_paths first: before the records are read)."""
     if dump_dir:
         os.environ["TIR_DUMP_DIR"] = dump_dir
     t0 = time.perf_counter()
-    build = compile_model(model, target, input_shapes, records=records)
+    build = compile_model(model, target, input_shapes, records=records, override_shapes=override_shapes)
     build.manifest["source_model"] = str(Path(model).resolve())
     folder = build.write(out, weights)
     seconds = time.perf_counter() - t0
@@ -40,6 +45,19 @@ def compile_cli(
             f"{m['untuned_workloads']} tunable workloads have none (defaults used)"
         )
     return 0
+
+
+def check_paths(model: str, out: str) -> None:
+    """Before any work: the model is a file and `out` can become the output folder."""
+    check_model_file(model)
+    path = Path(out)
+    if path.exists() and not path.is_dir():
+        raise TirError(f"-o {out}: is a file, expected a folder (new or existing)")
+    parent = next(p for p in path.absolute().parents if p.exists()) if not path.exists() else path
+    if not parent.is_dir():
+        raise TirError(f"-o {out}: {parent} is a file, so the folder cannot be created")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise TirError(f"-o {out}: cannot write in {parent} (permission denied)")
 
 
 def _records_device(records: Any) -> str:

@@ -10,7 +10,7 @@ import onnx
 import onnx.helper
 
 from tensorir.errors import TirError
-from tensorir.frontend.onnx import check_supported, from_onnx, load_model
+from tensorir.frontend.onnx import check_graph, check_input_shapes, check_supported, from_onnx, load_model
 from tensorir.graph.flops import graph_flops
 from tensorir.graph.graph import Graph
 from tensorir.passes.memory_plan import plan_memory
@@ -36,10 +36,14 @@ def inspect_model(
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     plan: bool = False,
     target: str | None = None,
+    override_shapes: bool = False,
 ) -> str:
     """The summary `tir inspect` prints; with an OpenCL `target`, also which kernels run on
-    the GPU and which ops have no GPU schedule (they run on the CPU, with transfers)."""
+    the GPU and which ops have no GPU schedule (they run on the CPU, with transfers).
+    A malformed graph or a bad `input_shapes` entry is an error, not a summary line."""
     model = load_model(path)
+    check_graph(model)
+    check_input_shapes(model, input_shapes or {}, override_shapes)
     g = model.graph
     inits = {t.name for t in g.initializer}
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), "?")
@@ -65,7 +69,7 @@ def inspect_model(
         return "\n".join(lines)
     lines.append("unsupported: none")
     try:
-        graph = from_onnx(model, input_shapes=input_shapes)
+        graph = from_onnx(model, input_shapes=input_shapes, override_shapes=override_shapes)
     except TirError as e:
         lines.append(f"FLOPs: n/a ({e})")
         return "\n".join(lines)

@@ -9,16 +9,28 @@ import numpy as np
 import onnx
 
 from tensorir.errors import InputError, TirError
-from tensorir.frontend.onnx import from_onnx, load_model
+from tensorir.frontend.onnx import from_onnx, load_model, shape_conflict
 from tensorir.graph.graph import Graph
 from tensorir.graph.types import TensorType, np_dtype
 from tensorir.runtime.reference import run_reference
 
 
 def read_input_args(specs: Sequence[str], model: onnx.ModelProto) -> dict[str, np.ndarray]:
-    """Parse `name=file.npy` arguments; every name must be a model input."""
+    """Parse `name=file.npy` arguments; every name must be a model input of the file's dtype."""
     inits = {t.name for t in model.graph.initializer}
-    names = [i.name for i in model.graph.input if i.name not in inits]
+    dtypes = {i.name: _elem_dtype(i) for i in model.graph.input if i.name not in inits}
+    return _read_npy_args(specs, dtypes)
+
+
+def _elem_dtype(vi: onnx.ValueInfoProto) -> np.dtype | None:
+    elem = vi.type.tensor_type.elem_type if vi.type.HasField("tensor_type") else 0
+    return onnx.helper.tensor_dtype_to_np_dtype(elem) if elem else None
+
+
+def _read_npy_args(specs: Sequence[str], dtypes: Mapping[str, np.dtype | None]) -> dict[str, np.ndarray]:
+    """`name=file.npy` arguments as arrays of the input's dtype (`dtypes`: input -> dtype,
+    None: not declared, taken as it is)."""
+    names = list(dtypes)
     feeds = {}
     for spec in specs:
         name, sep, path = spec.partition("=")
@@ -27,10 +39,25 @@ def read_input_args(specs: Sequence[str], model: onnx.ModelProto) -> dict[str, n
         if name not in names:
             raise InputError(f"--input {name!r}: the model has no such input; its inputs are {names}")
         try:
-            feeds[name] = np.load(path, allow_pickle=False)
+            array = np.load(path, allow_pickle=False)
         except (OSError, ValueError) as e:
             raise InputError(f"--input {name}={path}: cannot read a .npy array: {e}") from None
+        want = dtypes[name]
+        feeds[name] = array if want is None else _as_input_dtype(name, path, array, np.dtype(want))
     return feeds
+
+
+_SAME_KIND = {"f": "f", "i": "iu", "u": "u", "b": "b", "c": "fc"}
+
+
+def _as_input_dtype(name: str, path: str, array: np.ndarray, want: np.dtype) -> np.ndarray:
+    """The array cast to the input's dtype when of the same kind (float64 for float32); a
+    different kind (int32 for float32) is an InputError naming the input and both dtypes."""
+    if array.dtype == want:
+        return array
+    if array.dtype.kind in _SAME_KIND.get(want.kind, "") and np.can_cast(array.dtype, want, "same_kind"):
+        return array.astype(want)
+    raise InputError(f"--input {name}={path}: input '{name}' expects {want}, the file holds {array.dtype}")
 
 
 def _symbolic_inputs(model: onnx.ModelProto) -> set[str]:
@@ -39,6 +66,18 @@ def _symbolic_inputs(model: onnx.ModelProto) -> set[str]:
         for vi in model.graph.input
         if any(not d.HasField("dim_value") for d in vi.type.tensor_type.shape.dim)
     }
+
+
+def _check_array_shapes(model: onnx.ModelProto, shapes: Mapping[str, Sequence[int]]) -> None:
+    """An --input array may fill the symbolic dims of its input, not change the static ones."""
+    inputs = {vi.name: vi for vi in model.graph.input}
+    for name, dims in shapes.items():
+        declared = shape_conflict(inputs[name], dims)
+        if declared:
+            raise InputError(
+                f"--input {name}: the array has shape {list(dims)}, input '{name}' is {declared} in the "
+                "model: only symbolic dims may differ (--override-shape forces it)"
+            )
 
 
 def random_inputs(g: Graph, given: Mapping[str, np.ndarray], seed: int = 0) -> dict[str, np.ndarray]:
@@ -63,13 +102,18 @@ def random_inputs(g: Graph, given: Mapping[str, np.ndarray], seed: int = 0) -> d
 def run_onnxruntime(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
     try:
         import onnxruntime as ort
+        from onnxruntime.capi.onnxruntime_pybind11_state import InvalidArgument
     except ImportError:
         raise TirError("--compare-ort needs onnxruntime (pip install onnxruntime)") from None
     opts = ort.SessionOptions()
     opts.log_severity_level = 3
     sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
     names = {i.name for i in sess.get_inputs()}
-    return sess.run(None, {k: v for k, v in feeds.items() if k in names})
+    try:
+        return sess.run(None, {k: v for k, v in feeds.items() if k in names})
+    except InvalidArgument as e:  # inputs that onnxruntime checks against the model (shapes)
+        why = " ".join(str(e).split())
+        raise InputError(f"--compare-ort: onnxruntime refuses the inputs: {why}") from None
 
 
 def compare(ours: np.ndarray, theirs: np.ndarray) -> tuple[float, float]:
@@ -104,13 +148,16 @@ def run_model_cli(
     compare_ort: bool = False,
     seed: int = 0,
     save_dir: str | None = None,
+    override_shapes: bool = False,
 ) -> int:
     model = load_model(path)
     given = read_input_args(inputs, model)
     # a given array fixes the shape of an input whose declared shape is symbolic
     shapes = {k: v.shape for k, v in given.items() if k in _symbolic_inputs(model)}
+    if not override_shapes:
+        _check_array_shapes(model, shapes)
     shapes |= dict(input_shapes or {})
-    g = from_onnx(model, input_shapes=shapes)
+    g = from_onnx(model, input_shapes=shapes, override_shapes=override_shapes)
     feeds = random_inputs(g, given, seed)
     outs = run_reference(g, feeds)
     ort_outs = run_onnxruntime(model, feeds) if compare_ort else None
@@ -129,13 +176,7 @@ def _load_artifact(folder: str, threads: int):
 
 
 def _artifact_feeds(mod, specs: Sequence[str], seed: int) -> dict[str, np.ndarray]:
-    names = [t["name"] for t in mod.inputs]
-    feeds = {}
-    for spec in specs:
-        name, sep, path = spec.partition("=")
-        if not sep or name not in names:
-            raise InputError(f"--input {spec!r}: expected NAME=FILE.npy with NAME one of {names}")
-        feeds[name] = np.load(path, allow_pickle=False)
+    feeds = _read_npy_args(specs, {t["name"]: np_dtype(t["dtype"]) for t in mod.inputs})
     g = Graph("inputs")
     for t in mod.inputs:
         g.add_input(t["name"], TensorType(tuple(t["shape"]), t["dtype"]))
@@ -162,6 +203,11 @@ def run_artifact_cli(
 ) -> int:
     """`tir run DIR`: run a compiled folder (in process for the host, qemu for linux-arm64)."""
     mod = _load_artifact(folder, threads)
+    if profile and not hasattr(mod, "profile"):
+        raise TirError(
+            f"{folder}: --profile is not available for {mod.manifest['target']} builds on this machine "
+            "(they run under emulation; profile on the device, or run without --profile)"
+        )
     feeds = _artifact_feeds(mod, inputs, seed)
     outs = mod.run(feeds)
     ort_outs = None
@@ -173,7 +219,5 @@ def run_artifact_cli(
     for i, (spec, out) in enumerate(zip(mod.outputs, outs, strict=True)):
         _print_output(spec["name"], out, None if ort_outs is None else ort_outs[i], save_dir)
     if profile:
-        if not hasattr(mod, "profile"):
-            raise TirError("--profile runs in process: only host builds can be profiled")
         print_profile(mod.profile(feeds))
     return 0
