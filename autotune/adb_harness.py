@@ -8,10 +8,13 @@ declares the few libc functions it uses itself, links against stub bionic-named 
 libdl.so holding only those names, and has its own `_start`, which hands over to bionic's
 `__libc_init` as the NDK's crtbegin does). It dlopens the kernel library, reads the inputs
 from files, calls the kernel (every argument is a pointer), writes the outputs after the
-warm-up calls, then times `repeat` runs of `number` calls with clock_gettime(CLOCK_MONOTONIC):
+warm-up calls, then times `repeat` runs of `number` calls with clock_gettime(CLOCK_MONOTONIC);
+with FLUSH_BYTES > 0 (cold, as in a model) each timing is one call after rewriting a buffer of
+that size and reading the activation inputs back in:
 
-    tir-harness LIB SYMBOL THREADS WARMUP REPEAT NUMBER MIN_REPEAT_US TIMEOUT_S ARG...
-        ARG: i:NBYTES:PATH  an input read from PATH
+    tir-harness LIB SYMBOL THREADS WARMUP REPEAT NUMBER MIN_REPEAT_US TIMEOUT_S FLUSH_BYTES ARG...
+        ARG: i:NBYTES:PATH  an input read from PATH (a weight: left cold)
+             a:NBYTES:PATH  an input read from PATH (an activation: warm before each cold call)
              o:NBYTES:PATH  an output (zeroed), written to PATH after the warm-ups
              s:NBYTES       scratch (zeroed)
         NUMBER 0: as many calls as make one timing last MIN_REPEAT_US (1..10000)
@@ -32,6 +35,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from autotune.runners import FLUSH_BYTES
 from tensorir import config
 from tensorir.codegen.link import _run, find_tool, stub_library
 from tensorir.errors import TirError
@@ -111,25 +115,39 @@ static i64 timed(long number) {
   return now_ns() - t0;
 }
 
+static char *flush_buf, *warm[MAXA];
+static long flush_bytes, warm_bytes[MAXA], n_warm;
+
+static i64 timed_cold(long round) {
+  memset(flush_buf, (int)round, flush_bytes); /* evicts the caches: weights come from memory */
+  volatile unsigned char sink = 0;
+  for (long k = 0; k < n_warm; k++)
+    for (long b = 0; b < warm_bytes[k]; b += 64) sink ^= (unsigned char)warm[k][b];
+  return timed(1);
+}
+
 static int harness_main(int argc, char **argv, char **envp) {
   (void)envp;
-  if (argc < 9 || argc - 9 > MAXA) return fail(2, "usage: tir-harness LIB SYMBOL THREADS WARMUP REPEAT "
-                                               "NUMBER MIN_REPEAT_US TIMEOUT_S ARG...", 0);
+  if (argc < 10 || argc - 10 > MAXA) return fail(2, "usage: tir-harness LIB SYMBOL THREADS WARMUP REPEAT "
+                                                "NUMBER MIN_REPEAT_US TIMEOUT_S FLUSH_BYTES ARG...", 0);
   long threads = strtol(argv[3], 0, 10), warmup = strtol(argv[4], 0, 10), repeat = strtol(argv[5], 0, 10);
   long number = strtol(argv[6], 0, 10), min_us = strtol(argv[7], 0, 10);
   alarm((unsigned)strtol(argv[8], 0, 10));
+  flush_bytes = strtol(argv[9], 0, 10);
+  if (flush_bytes > 0 && !(flush_buf = (char *)malloc(flush_bytes))) return fail(2, "out of memory", argv[9]);
   void *h = dlopen(argv[1], 2 /* RTLD_NOW */);
   if (!h) return fail(3, "dlopen", dlerror());
   f = (kfn)dlsym(h, argv[2]);
   if (!f) return fail(3, "dlsym", dlerror());
   void (*set_threads)(int) = (void (*)(int))dlsym(h, "tir_set_num_threads");
   if (set_threads && threads > 0) set_threads((int)threads);
-  int n = argc - 9;
+  int n = argc - 10;
   long sizes[MAXA];
   char *paths[MAXA];
   for (int k = 0; k < n; k++) {
-    char *s = argv[9 + k], *end;
-    if ((s[0] != 'i' && s[0] != 'o' && s[0] != 's') || s[1] != ':') return fail(2, "bad argument", s);
+    char *s = argv[10 + k], *end;
+    int in = s[0] == 'i' || s[0] == 'a';
+    if ((!in && s[0] != 'o' && s[0] != 's') || s[1] != ':') return fail(2, "bad argument", s);
     sizes[k] = strtol(s + 2, &end, 10);
     paths[k] = *end == ':' ? end + 1 : 0;
     if (sizes[k] < 0 || (s[0] != 's' && !paths[k])) return fail(2, "bad argument", s);
@@ -137,19 +155,22 @@ static int harness_main(int argc, char **argv, char **envp) {
     if (!raw) return fail(2, "out of memory", s);
     a[k] = raw + (64 - (long)raw % 64);
     memset(a[k], 0, sizes[k] + 64);
-    if (s[0] == 'i' && io_file(paths[k], (char *)a[k], sizes[k], 0)) return fail(2, "cannot read", paths[k]);
+    if (in && io_file(paths[k], (char *)a[k], sizes[k], 0)) return fail(2, "cannot read", paths[k]);
+    if (s[0] == 'a') warm[n_warm] = (char *)a[k], warm_bytes[n_warm++] = sizes[k];
   }
   for (long k = 0; k < (warmup > 1 ? warmup : 1); k++) call();
   for (int k = 0; k < n; k++)
-    if (argv[9 + k][0] == 'o' && io_file(paths[k], (char *)a[k], sizes[k], 1))
+    if (argv[10 + k][0] == 'o' && io_file(paths[k], (char *)a[k], sizes[k], 1))
       return fail(2, "cannot write", paths[k]);
+  if (flush_bytes > 0) number = 1;
   if (number <= 0) {
     i64 once = timed(1);
     number = once > 0 ? (min_us * 1000 + once - 1) / once : 10000;
     number = number < 1 ? 1 : number > 10000 ? 10000 : number;
   }
   dprintf(1, "TIR_TIMES number=%ld ns=", number);
-  for (long r = 0; r < repeat; r++) dprintf(1, r ? ",%lld" : "%lld", timed(number));
+  for (long r = 0; r < repeat; r++)
+    dprintf(1, r ? ",%lld" : "%lld", flush_bytes > 0 ? timed_cold(r) : timed(number));
   dprintf(1, "\n");
   return 0;
 }
@@ -199,7 +220,8 @@ def harness_command(exe: str, lib: str, symbol: str, args: list[str], options: A
     well before the measuring worker's run time-out."""
     o = options
     timeout = max(1, int(0.7 * o.run_timeout_s))
-    nums = (o.threads or 0, o.warmup, o.repeat, o.number or 0, int(o.min_repeat_s * 1e6), timeout)
+    flush = FLUSH_BYTES if getattr(o, "cold", False) else 0
+    nums = (o.threads or 0, o.warmup, o.repeat, o.number or 0, int(o.min_repeat_s * 1e6), timeout, flush)
     if len(args) > MAX_ARGS:
         raise TirError(f"the adb harness passes at most {MAX_ARGS} arrays to a kernel, not {len(args)}")
     return [exe, lib, symbol, *map(str, nums), *args]

@@ -97,7 +97,7 @@ class ADBBuilder:
         if self.target.kind != "llvm" or not self.target.is_android:
             raise TirError(f"--adb measures Android CPU targets, not {self.target.name}")
         func, spec = task.build(config, self.target)
-        return Built(func, spec, library_kernel(func, self.target))
+        return Built(func, spec, library_kernel(func, self.target), task.const_args)
 
 
 @dataclasses.dataclass
@@ -117,7 +117,8 @@ class ADBRunner:
         remote = f"{WORK_DIR}/w{os.getpid()}"
         timeout = max(5.0, 0.9 * options.run_timeout_s)
         with tempfile.TemporaryDirectory(prefix="tir-adb-") as tmp:
-            files, args = _stage(Path(tmp), kernel, ins, outs, scratch_arrays(built.func), remote)
+            scratch = scratch_arrays(built.func)
+            files, args = _stage(Path(tmp), kernel, ins, outs, scratch, remote, built.const_args)
             exe = self._setup(remote, timeout)
             self.adb.push(files, remote + "/", timeout)
             cmd = harness_command(exe, f"{remote}/kernel.so", kernel.symbol, args, options)
@@ -147,6 +148,7 @@ def _stage(
     outs: Sequence[np.ndarray],
     scratch: Sequence[np.ndarray],
     remote: str,
+    const_args: frozenset[int] = frozenset(),
 ) -> tuple[list[Path], list[str]]:
     """Write the library and inputs under `tmp`: (files to push, the harness's array arguments)."""
     (tmp / "kernel.so").write_bytes(kernel.data)
@@ -154,7 +156,7 @@ def _stage(
     for k, a in enumerate(ins):
         np.ascontiguousarray(a).tofile(tmp / f"in{k}.bin")
         files.append(tmp / f"in{k}.bin")
-        args.append(f"i:{a.nbytes}:{remote}/in{k}.bin")
+        args.append(f"{'i' if k in const_args else 'a'}:{a.nbytes}:{remote}/in{k}.bin")
     args += [f"o:{o.nbytes}:{remote}/out{k}.bin" for k, o in enumerate(outs)]
     args += [f"s:{s.nbytes}" for s in scratch]
     return files, args

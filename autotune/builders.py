@@ -25,11 +25,13 @@ from tensorir.target import Target
 @dataclasses.dataclass
 class Built:
     """One built candidate: the lowered loop function, the kernel's spec (op, input types and
-    the input transforms a Winograd kernel needs) and the runner-specific kernel."""
+    the input transforms a Winograd kernel needs), the runner-specific kernel, and which
+    inputs are the model's constants (weights: cold in a model, unlike activations)."""
 
     func: LoopFunc
     spec: Specialized
     kernel: Any
+    const_args: frozenset[int] = frozenset()
 
 
 class Builder(Protocol):
@@ -48,7 +50,7 @@ class HostBuilder:
         from tensorir.runtime.jit import compile_host
 
         func, spec = task.build(config, self.target)
-        return Built(func, spec, compile_host(func, self.target))
+        return Built(func, spec, compile_host(func, self.target), task.const_args)
 
 
 @dataclasses.dataclass
@@ -62,7 +64,7 @@ class OpenCLBuilder:
         from tensorir.codegen.opencl import render_opencl
 
         func, spec = task.build(config, self.target)
-        return Built(func, spec, render_opencl(func, self.target.device_profile()))
+        return Built(func, spec, render_opencl(func, self.target.device_profile()), task.const_args)
 
 
 def builder_for(target: Target, options: Any = None) -> Builder:

@@ -10,7 +10,13 @@ Record dicts (what :meth:`Database.add` takes and the queries return)::
     workload_key: str, device: str, config: dict/list (JSON),
     target: str = "", costs: list[float] = [] (seconds), mean_cost: float (inf on error),
     error: str | None, timestamp: float, host: str, tensorir_version: str,
-    schema_version: int = SCHEMA_VERSION, id: str (derived)
+    schema_version: int = SCHEMA_VERSION, id: str (derived),
+    timing: str | None = how the costs were taken (TIMINGS; None: not said, older records)
+
+A record timed inside the whole model (``timing`` "model": written by the in-model check at
+the end of ``tir tune``, autotune/model_check.py) measured what the model sees; for its
+workload it outranks every record timed alone, whatever their costs, and it is kept beside
+the alone record of the same config (its id includes the timing).
 
 Failed measurements carry ``error`` (the reason) and ``mean_cost`` inf (stored NULL); they are
 kept so the tuner does not retry them, and never returned by :meth:`Database.best`.
@@ -50,7 +56,12 @@ COLUMNS: dict[str, type] = {
     "error": str,
     "timestamp": float,
     "host": str,
+    "timing": str,
 }
+# "warm": the kernel alone, called back to back; "cold": alone, caches flushed before each
+# timed call (what a model's kernels meet: weights come from memory); "model": in the model
+TIMINGS = ("warm", "cold", "model")
+MODEL_FIRST = "(timing IS 'model') DESC, "  # ORDER BY prefix: in-model records win
 
 
 class RecordFormatError(InputError, ValueError):
@@ -76,8 +87,11 @@ def _canonical(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False)
 
 
-def record_id(workload_key: str, device: str, target: str, schema_version: int, config: Any) -> str:
-    key = _canonical([workload_key, device, target, int(schema_version), config])
+def record_id(
+    workload_key: str, device: str, target: str, schema_version: int, config: Any, timing: str | None = None
+) -> str:
+    parts = [workload_key, device, target, int(schema_version), config]
+    key = _canonical([*parts, timing] if timing == "model" else parts)
     return hashlib.sha1(key.encode("utf-8")).hexdigest()
 
 
@@ -116,8 +130,11 @@ def normalize(record: dict) -> dict:
     if mean is None and error is None:
         error = "no finite measurement"
     ts = record.get("timestamp")
+    timing = record.get("timing") or None
+    if timing is not None and timing not in TIMINGS:
+        raise ValueError(f"tuning record 'timing' must be one of {', '.join(TIMINGS)}, not {timing!r}")
     return {
-        "id": record_id(record["workload_key"], record["device"], target, schema, config),
+        "id": record_id(record["workload_key"], record["device"], target, schema, config, timing),
         "workload_key": record["workload_key"],
         "device": record["device"],
         "target": target,
@@ -129,6 +146,7 @@ def normalize(record: dict) -> dict:
         "error": error,
         "timestamp": float(ts) if ts is not None else time.time(),
         "host": str(record.get("host") or socket.gethostname()),
+        "timing": timing,
     }
 
 
@@ -142,6 +160,8 @@ def _to_record(row: dict) -> dict:
 
 def _to_json_line(row: dict) -> str:
     out = dict(row)
+    if out.get("timing") is None:  # older records: their lines stay as they were
+        out.pop("timing", None)
     out["config"] = json.loads(row["config"])
     out["costs"] = json.loads(row["costs"])
     return json.dumps(out, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -186,7 +206,7 @@ def load_jsonl(path: str | os.PathLike) -> list[dict]:
 
 BEST_SQL = (
     "SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY workload_key, device "
-    "ORDER BY mean_cost, id) AS _rank, COUNT(*) OVER (PARTITION BY workload_key, device) AS _n "
+    "ORDER BY {first}mean_cost, id) AS _rank, COUNT(*) OVER (PARTITION BY workload_key, device) AS _n "
     f"FROM {TABLE} WHERE schema_version = ? AND error IS NULL AND mean_cost IS NOT NULL{{where}}) "
     "WHERE _rank = 1 ORDER BY workload_key, device"
 )
@@ -194,13 +214,17 @@ BEST_SQL = (
 
 def best_rows(conn: Any, device: str | None = None, target: str | None = None) -> list[dict]:
     """The best stored row per (workload_key, device) of the current schema, read through
-    ``conn`` (a sqlite3 or sqlite-utils connection), optionally of one device / target."""
+    ``conn`` (a sqlite3 or sqlite-utils connection), optionally of one device / target.
+    Records timed in the model come first (a read-only file from before the timing column
+    has none)."""
     where, args = "", [SCHEMA_VERSION]
     if device is not None:
         where, args = where + " AND device = ?", [*args, device]
     if target is not None:
         where, args = where + " AND target = ?", [*args, target]
-    cur = conn.execute(BEST_SQL.format(where=where), args)
+    columns = {r[1] for r in conn.execute(f"PRAGMA table_info({TABLE})")}
+    first = MODEL_FIRST if "timing" in columns else ""
+    cur = conn.execute(BEST_SQL.format(where=where, first=first), args)
     names = [d[0] for d in cur.description]
     out = []
     for values in cur.fetchall():
@@ -230,6 +254,8 @@ class Database:
                 index_name="idx_records_workload",
                 if_not_exists=True,
             )
+            if "timing" not in self.table.columns_dict:  # a file from before the column
+                self.table.add_column("timing", str)
 
     @property
     def table(self) -> sqlite_utils.db.Table:
@@ -302,7 +328,7 @@ class Database:
             keep.update(r[0] for r in self.db.execute(errs, [device]))
         sql = (
             f"SELECT id, workload_key FROM {TABLE} WHERE device = ? AND schema_version = ? "
-            "AND error IS NULL AND mean_cost IS NOT NULL ORDER BY workload_key, mean_cost, id"
+            f"AND error IS NULL AND mean_cost IS NOT NULL ORDER BY workload_key, {MODEL_FIRST}mean_cost, id"
         )
         seen: dict[str, int] = {}
         for rid, wk in self.db.execute(sql, [device, SCHEMA_VERSION]).fetchall():
@@ -321,13 +347,14 @@ class Database:
     # -- reading -----------------------------------------------------------------------------
 
     def best(self, workload_key: str, device: str) -> dict | None:
-        """The lowest-mean-cost successful record of the current schema, or None."""
+        """The lowest-mean-cost successful record of the current schema (one timed in the
+        model first), or None."""
         rows = list(
             self.table.rows_where(
                 "workload_key = ? AND device = ? AND schema_version = ? "
                 "AND error IS NULL AND mean_cost IS NOT NULL",
                 [workload_key, device, SCHEMA_VERSION],
-                order_by="mean_cost, id",
+                order_by=f"{MODEL_FIRST}mean_cost, id",
                 limit=1,
             )
         )

@@ -43,10 +43,11 @@ class MeasureOptions:
     repeat: int = 5
     min_repeat_s: float = 0.02
     warmup: int = 1
-    flush_cache: bool = False
-    # GPU kernels meet cold caches, as inside a model: on an H100 the cold time of ResNet-18's
-    # convs equalled their time in the model (1.3-1.9x the warm one; benchmarks/gpu_cold.py)
-    gpu_cold: bool = True
+    # Kernels meet cold caches, as inside a model (its weights come from memory; the previous
+    # kernel's output is still warm): caches flushed before each timed call, the activations
+    # read back in. On an H100 the cold time of ResNet-18's convs equalled their time in the
+    # model (1.3-1.9x the warm one; benchmarks/cold_caches.py); False: back-to-back calls, warm.
+    cold: bool = True
     check: bool = True
     rtol: float = 1e-3  # result check: max |err| <= rtol * max |ref| + atol
     atol: float = 1e-5

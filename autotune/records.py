@@ -11,7 +11,8 @@ Both sources are read once, when the object is built: the database (read-only; a
 file is an empty source) through one query for the best row per workload, and the log
 ``<logs>/<device>.jsonl`` (or ``logs`` itself when it names a file) line by line. Error
 records, records of other devices (or other targets, when ``target`` is given) and records
-of another schema version are ignored. Across sources the lowest ``mean_cost`` wins (ties:
+of another schema version are ignored. Across sources a record timed inside the model
+(``timing`` "model") wins over records timed alone; then the lowest ``mean_cost`` (ties:
 the smaller record id, then the database).
 """
 
@@ -52,8 +53,8 @@ class Records:
         self.target = target
         self.how = "exact"  # how `device` was chosen (for_target): exact / other threads / family
         self.wanted = device
-        # workload_key -> (mean_cost, id, source rank, config, source)
-        self._best: dict[str, tuple[float, str, int, object, str]] = {}
+        # workload_key -> (alone: 0 in the model / 1 alone, mean_cost, id, source rank, config, source)
+        self._best: dict[str, tuple[int, float, str, int, object, str]] = {}
         self.sources: list[str] = []
 
     @classmethod
@@ -106,8 +107,7 @@ class Records:
             logs_path = None
         else:
             logs_path = Path(logs) if logs is not None else (DEFAULT_LOGS if DEFAULT_LOGS.is_dir() else None)
-        stored = _db_devices(db_path) if db_path else set()
-        stored |= _log_devices(logs_path) if logs_path is not None else set()
+        stored = stored_devices(db_path, logs_path)
         local = _local_cpu_key()
         alias = {legacy_alias(k, local): k for k in sorted(stored)}  # pre-device-key 'host' records
         key, how = choose_key(alias, want)
@@ -121,10 +121,13 @@ class Records:
 
     # -- loading -----------------------------------------------------------------------------
 
-    def _offer(self, key: str, cost: float, rid: str, rank: int, config: object, source: str) -> None:
+    def _offer(
+        self, key: str, timing: object, cost: float, rid: str, rank: int, config: object, source: str
+    ) -> None:
+        alone = int(timing != "model")
         old = self._best.get(key)
-        if old is None or (cost, rid, rank) < old[:3]:
-            self._best[key] = (cost, rid, rank, config, source)
+        if old is None or (alone, cost, rid, rank) < old[:4]:
+            self._best[key] = (alone, cost, rid, rank, config, source)
 
     def load_db(self, path: str | os.PathLike) -> int:
         """Add the database's best rows (read-only). Returns how many workloads it had."""
@@ -145,7 +148,8 @@ class Records:
         finally:
             conn.close()
         for r in rows:
-            self._offer(r["workload_key"], r["mean_cost"], r["id"], 0, json.loads(r["config"]), "db")
+            config = json.loads(r["config"])
+            self._offer(r["workload_key"], r.get("timing"), r["mean_cost"], r["id"], 0, config, "db")
         self.sources.append(str(path))
         return len(rows)
 
@@ -173,7 +177,8 @@ class Records:
             config = obj["config"]
             if isinstance(config, str):
                 config = json.loads(config)
-            self._offer(row["workload_key"], float(cost), row["id"], rank, config, str(path))
+            timing = row.get("timing")
+            self._offer(row["workload_key"], timing, float(cost), row["id"], rank, config, str(path))
             n_used += 1
         self.sources.append(str(path))
         return n_used
@@ -183,17 +188,17 @@ class Records:
     def best(self, workload_key: str) -> dict | None:
         """The config of the lowest-cost successful record of this workload, or None."""
         hit = self._best.get(workload_key)
-        return hit[3] if hit is not None else None  # type: ignore[return-value]
+        return hit[4] if hit is not None else None  # type: ignore[return-value]
 
     def best_cost(self, workload_key: str) -> float:
         """The mean cost (seconds) of :meth:`best`'s record; inf when there is none."""
         hit = self._best.get(workload_key)
-        return hit[0] if hit is not None else math.inf
+        return hit[1] if hit is not None else math.inf
 
     def source_of(self, workload_key: str) -> str | None:
         """Where :meth:`best` came from: ``"db"`` or the JSON Lines file's path."""
         hit = self._best.get(workload_key)
-        return hit[4] if hit is not None else None
+        return hit[5] if hit is not None else None
 
     def __len__(self) -> int:
         return len(self._best)
@@ -226,6 +231,12 @@ def _local_cpu_key() -> str:
     from tensorir.target import host_target
 
     return cpu_key(host_target())
+
+
+def stored_devices(db: Path | None, logs: Path | None) -> set[str]:
+    """The device keys that have records in a database file and a logs folder or file (None:
+    that source is not read)."""
+    return (_db_devices(db) if db else set()) | (_log_devices(logs) if logs is not None else set())
 
 
 def _db_devices(path: Path) -> set[str]:

@@ -15,20 +15,18 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import math
 import multiprocessing as mp
 import os
 import tempfile
 import threading
-import time
 import traceback
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from autotune.rpc import RPCError
+from autotune.runners import FLUSH_BYTES, GPU_FLUSH_BYTES, calls_for, cold_timings, warm_timings
 
 MAX_LIBRARIES = 100
 
@@ -110,17 +108,22 @@ def _reason(e: BaseException) -> str:
 
 
 def run_opencl(job: dict, profile: str) -> tuple[list[float], list[np.ndarray]]:
-    """The kernel on the profile's local OpenCL device: profiling-event timings."""
+    """The kernel on the profile's local OpenCL device: profiling-event timings (cold: a
+    buffer larger than the device's caches rewritten before each timed launch)."""
+    from tensorir.devices import get_profile
     from tensorir.runtime.opencl_device import run_gpu_kernel
 
-    outs, info = run_gpu_kernel(job["kernel"], job["arrays"], profile, repeat=job["repeat"])
+    flush = 0
+    if job.get("cold"):
+        flush = GPU_FLUSH_BYTES if profile == "opencl" or get_profile(profile).kind == "gpu" else FLUSH_BYTES
+    outs, info = run_gpu_kernel(job["kernel"], job["arrays"], profile, job["repeat"], flush)
     return list(info["times_s"]), outs
 
 
 def run_library(job: dict, profile: str) -> tuple[list[float], list[np.ndarray]]:
     """The kernel symbol of a shared library, called through ctypes on 64-byte aligned copies
-    of the arrays: warm-up, then `repeat` timings of `number` calls (from min_repeat_s when
-    not given), as the in-process CPU runner does."""
+    of the arrays: warm-up, then `repeat` timings as the in-process CPU runner takes them
+    (cold: one call after a flush each; warm: `number` calls, from min_repeat_s when not given)."""
     arrays = [aligned_copy(a) for a in job["arrays"]]
     fd, path = tempfile.mkstemp(prefix="tir-rpc-", suffix=".so")
     try:
@@ -138,14 +141,10 @@ def run_library(job: dict, profile: str) -> tuple[list[float], list[np.ndarray]]
     for _ in range(max(1, job["warmup"])):
         call()
     outs = [a.copy() for a in arrays]
-    number = job["number"] or _calls_for(call, job["min_repeat_s"])
-    times = []
-    for _ in range(job["repeat"]):
-        t0 = time.perf_counter()
-        for _ in range(number):
-            call()
-        times.append((time.perf_counter() - t0) / number)
-    return times, outs
+    if job.get("cold"):
+        activations = [arrays[k] for k in job.get("activations", ())]
+        return cold_timings(call, activations, job["repeat"]), outs
+    return warm_timings(call, job["repeat"], job["number"] or calls_for(call, job["min_repeat_s"])), outs
 
 
 def aligned_copy(a: np.ndarray, align: int = 64) -> np.ndarray:
@@ -154,10 +153,3 @@ def aligned_copy(a: np.ndarray, align: int = 64) -> np.ndarray:
     out = raw[start : start + a.nbytes].view(a.dtype).reshape(a.shape)
     out[...] = a
     return out
-
-
-def _calls_for(call: Any, min_s: float) -> int:
-    t0 = time.perf_counter()
-    call()
-    once = max(time.perf_counter() - t0, 1e-7)
-    return max(1, min(10_000, math.ceil(min_s / once)))

@@ -55,7 +55,7 @@ class RPCBuilder:
         if self.target.kind == "opencl":
             return OpenCLBuilder(self.target).build(task, config)
         func, spec = task.build(config, self.target)
-        return Built(func, spec, library_kernel(func, self.target))
+        return Built(func, spec, library_kernel(func, self.target), task.const_args)
 
 
 def library_kernel(func: Any, target: Target) -> LibraryKernel:
@@ -133,6 +133,8 @@ def request(
         "threads": options.threads or 0,
         "min_repeat_s": options.min_repeat_s,
         "timeout_s": max(1.0, 0.8 * options.run_timeout_s),
+        "cold": bool(options.cold),
+        "activations": [k for k in range(len(ins)) if k not in built.const_args],
     }
     payloads = [encode_array(a) for a in ins]
     if isinstance(built.kernel, LibraryKernel):

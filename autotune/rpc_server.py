@@ -197,6 +197,8 @@ def parse_job(header: dict, payloads: list[bytes], server: Server) -> dict:
     job["number"] = _int(header, "number", 0, 100_000, 0)
     job["threads"] = _int(header, "threads", 0, 4096, 0)
     job["min_repeat_s"] = _float(header, "min_repeat_s", 0.0, 1.0, 0.02)
+    job["cold"] = header.get("cold") is True
+    job["activations"] = _indices(header, "activations", len(job["arrays"]))
     job["timeout_s"] = _float(header, "timeout_s", 1.0, 3600.0, server.run_timeout_s)
     return job
 
@@ -230,6 +232,13 @@ def _arrays(args: Any, payloads: list[bytes], alloc_limit: int) -> tuple[list[np
         if role == "out":
             outputs.append(k)
     return arrays, outputs
+
+
+def _indices(header: dict, key: str, n: int) -> list[int]:
+    v = header.get(key, [])
+    if not isinstance(v, list) or len(v) > n or not all(type(k) is int and 0 <= k < n for k in v):
+        raise BadRequest(f"{key!r} must be a list of argument indices below {n}")
+    return v
 
 
 def _int(header: dict, key: str, lo: int, hi: int, default: int) -> int:

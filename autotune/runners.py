@@ -8,10 +8,13 @@ A runner receives the task's inputs (the spec's input transforms not yet applied
 them before anything is timed, and a mismatch raises `WrongResult`. The tuner, the cost
 model and the database see only the timings, never which runner made them.
 
-Host (`CpuRunner`): the JIT'd kernel called in this process; `number` calls per timing (so
-one timing lasts `min_repeat_s`), optionally a cache flush before each timing. OpenCL
-(`OpenCLRunner`): the rendered kernel on the profile's local device through pyopencl, timed
-by profiling events.
+Host (`CpuRunner`): the JIT'd kernel called in this process. Cold (the default, what a
+model's kernels meet): before each timed call the caches are flushed and the activations
+(the inputs that are not the model's constants) read back in, so the weights come from
+memory as they do in a model whose weights outgrow the caches; warm: `number` calls back to
+back per timing (so one timing lasts `min_repeat_s`). OpenCL (`OpenCLRunner`): the rendered
+kernel on the profile's local device through pyopencl, timed by profiling events, cold by
+rewriting a buffer larger than the device's caches before each timed launch.
 """
 
 from __future__ import annotations
@@ -74,10 +77,9 @@ def max_error(got: np.ndarray, want: np.ndarray) -> float:
 
 @dataclasses.dataclass
 class CpuRunner:
-    """Time the JIT'd host kernel in this process."""
+    """Time the JIT'd host kernel in this process (cold: one call per timing, after a flush)."""
 
-    flush_cache: bool = False
-    _flush: np.ndarray | None = dataclasses.field(default=None, repr=False)
+    cold: bool = True
 
     def run(
         self, built: Built, inputs: Sequence[np.ndarray], reference: Sequence[np.ndarray], options: Any
@@ -93,25 +95,44 @@ class CpuRunner:
             call()
         if options.check:
             check_outputs(outs, reference, options)
-        number = options.number or _calls_for(call, options.min_repeat_s)
-        costs = []
-        for _ in range(options.repeat):
-            self._flush_caches()
-            t0 = time.perf_counter()
-            for _ in range(number):
-                call()
-            costs.append((time.perf_counter() - t0) / number)
-        return costs
-
-    def _flush_caches(self) -> None:
-        if not self.flush_cache:
-            return
-        if self._flush is None:
-            self._flush = np.zeros(FLUSH_BYTES // 8)
-        self._flush += 1.0
+        if self.cold:
+            activations = [a for k, a in enumerate(ins) if k not in built.const_args]
+            return cold_timings(call, activations, options.repeat)
+        return warm_timings(call, options.repeat, options.number or calls_for(call, options.min_repeat_s))
 
 
-def _calls_for(call: Any, min_s: float) -> int:
+_flush_buffer: list[np.ndarray] = []
+
+
+def cold_timings(call: Any, activations: Sequence[np.ndarray], repeat: int) -> list[float]:
+    """Seconds of `repeat` single calls, each after evicting the caches (rewriting
+    FLUSH_BYTES) and reading the activations back in, as their producer left them."""
+    if not _flush_buffer:
+        _flush_buffer.append(np.zeros(FLUSH_BYTES // 8))
+    costs = []
+    for _ in range(repeat):
+        _flush_buffer[0] += 1.0
+        for a in activations:
+            a.sum()
+        t0 = time.perf_counter()
+        call()
+        costs.append(time.perf_counter() - t0)
+    return costs
+
+
+def warm_timings(call: Any, repeat: int, number: int) -> list[float]:
+    """Seconds per call of `repeat` timings of `number` calls back to back."""
+    costs = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for _ in range(number):
+            call()
+        costs.append((time.perf_counter() - t0) / number)
+    return costs
+
+
+def calls_for(call: Any, min_s: float) -> int:
+    """How many calls of `call` last about `min_s` (1 to 10 000)."""
     t0 = time.perf_counter()
     call()
     once = max(time.perf_counter() - t0, 1e-7)
@@ -125,7 +146,8 @@ class OpenCLRunner:
     (device time, no host overhead); the first launch's outputs are the ones checked."""
 
     profile: str
-    flush_cache: bool = False  # rewrite GPU_FLUSH_BYTES on the device before each timed launch
+    cold: bool = True  # rewrite flush_bytes on the device before each timed launch
+    flush_bytes: int = GPU_FLUSH_BYTES
 
     def run(
         self, built: Built, inputs: Sequence[np.ndarray], reference: Sequence[np.ndarray], options: Any
@@ -135,7 +157,7 @@ class OpenCLRunner:
 
         ins, outs = kernel_arrays(built, inputs)
         arrays = [*ins, *outs, *scratch_arrays(built.func)]
-        flush = GPU_FLUSH_BYTES if self.flush_cache else 0
+        flush = self.flush_bytes if self.cold else 0
         got, info = run_gpu_kernel(built.kernel, arrays, self.profile, options.repeat, flush)
         if options.check:
             check_outputs(got[len(ins) : len(ins) + len(outs)], reference, options)
@@ -155,7 +177,11 @@ def runner_for(target: Target, options: Any) -> Runner:
 
         return RPCRunner(tuple(options.rpc), options.rpc_token)
     if target.kind == "opencl":
-        gpu = target.device_profile().kind == "gpu"  # PoCL (a CPU device) stays warm by default
-        cold = options.flush_cache or (gpu and getattr(options, "gpu_cold", True))
-        return OpenCLRunner(target.profile or "opencl", cold)
-    return CpuRunner(flush_cache=options.flush_cache)
+        gpu = target.device_profile().kind == "gpu"  # PoCL runs on this CPU: its caches
+        return OpenCLRunner(target.profile or "opencl", options.cold, GPU_FLUSH_BYTES if gpu else FLUSH_BYTES)
+    return CpuRunner(cold=options.cold)
+
+
+def timing_of(options: Any) -> str:
+    """What the runners' timings are, for the records: "cold" or "warm" (database.TIMINGS)."""
+    return "cold" if getattr(options, "cold", True) else "warm"

@@ -32,6 +32,7 @@ from autotune.cost_model import CostModel
 from autotune.database import Database
 from autotune.knob_features import NUM_CANDIDATE_FEATURES
 from autotune.measure import MeasureOptions, Measurer, MeasureResult
+from autotune.runners import timing_of
 from autotune.search import TaskSearch
 from autotune.task import Task
 
@@ -126,6 +127,8 @@ class Tuner:
     def _resume(self) -> None:
         for st in self.states:
             for rec in self.db.workload_records(st.task.key, self.options.device, self.options.target):
+                if rec.get("timing") == "model":  # timed inside a model: not a candidate's own time
+                    continue
                 self._note(st, rec["config"], rec["mean_cost"] if rec.get("error") is None else math.inf)
 
     def _note(self, st: TaskState, config: dict, cost: float) -> None:
@@ -216,6 +219,7 @@ class Tuner:
             "config": task.space(self.options.target).complete(r.config),  # equal kernels, one id
             "costs": r.costs if r.error is None else [],
             "error": r.error,
+            "timing": timing_of(self.measure_options),
         }
 
     def _learn(self, st: TaskState, results: list[MeasureResult]) -> None:

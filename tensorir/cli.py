@@ -149,12 +149,11 @@ def _open_records(source: str, device: str | None, target: str):
 def _no_records_of(device: str, db: Path | bool | None, logs: Path | None) -> NoReturn:
     """The TirError for a --device that has no records in the sources, naming those that do."""
     from autotune import database
-    from autotune.records import DEFAULT_LOGS, _db_devices, _log_devices
+    from autotune.records import DEFAULT_LOGS, stored_devices
 
     db_path = None if db is False else Path(db or database.default_path())
     logs_path = logs if logs is not None else (DEFAULT_LOGS if DEFAULT_LOGS.is_dir() else None)
-    known = _db_devices(db_path) if db_path else set()
-    known |= _log_devices(logs_path) if logs_path else set()
+    known = stored_devices(db_path, logs_path)
     named = ", ".join(sorted(known)) or "none (run tir tune first)"
     raise TirError(f"--device {device!r}: no tuning records of that device; devices with records: {named}")
 

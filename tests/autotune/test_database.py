@@ -171,3 +171,55 @@ def test_sigkill_mid_run_keeps_finished_records(tmp_path):
         db.add(rec(i))
     assert len(db) == len(have) + 20
     assert db.best("conv2d_1x3x8x8", "cpu-x86") is not None
+
+
+def test_records_say_how_they_were_timed_and_in_model_records_win(tmp_path):
+    """A record timed inside the model outranks records timed alone, whatever their costs;
+    it lives beside the alone record of the same config (its id includes the timing)."""
+    from autotune.records import Records
+
+    path = tmp_path / "t.db"
+    db = Database(path)
+    db.add(rec(1, wk="w", cost=1e-3, timing="cold"))
+    db.add(rec(2, wk="w", cost=2e-3, timing="warm"))
+    assert db.best("w", "cpu-x86")["config"]["i"] == 1
+    db.add(rec(2, wk="w", cost=3e-3, timing="model"))  # config 2, timed in the model
+    db.add(rec(3, wk="w", cost=4e-3, timing="model"))
+    assert len(db) == 4  # config 2 alone and config 2 in the model are two records
+    best = db.best("w", "cpu-x86")
+    assert (best["config"]["i"], best["timing"]) == (2, "model")
+    assert [r["config"]["i"] for r in db.best_records("cpu-x86")] == [2]
+    assert Records.open(path, False, device="cpu-x86").best("w")["i"] == 2
+    log = tmp_path / "cpu-x86.jsonl"
+    db.export_jsonl(log)
+    assert Records.open(False, log, device="cpu-x86").best("w")["i"] == 2
+    assert {json.loads(x).get("timing") for x in log.read_text().splitlines()} == {"cold", "warm", "model"}
+    with pytest.raises(ValueError, match="'timing' must be one of"):
+        db.add(rec(4, wk="w", timing="hot"))
+
+
+def test_a_database_from_before_the_timing_column(tmp_path):
+    """Old files are read as they are (read-only lookups) and gain the column when opened
+    for writing; their records say nothing of timing, and their exported lines are unchanged."""
+    import sqlite3
+
+    from autotune.database import COLUMNS, TABLE, normalize
+    from autotune.records import Records
+
+    path = tmp_path / "old.db"
+    old = [c for c in COLUMNS if c != "timing"]
+    conn = sqlite3.connect(path)
+    columns = ", ".join(c + (" PRIMARY KEY" if c == "id" else "") for c in old)
+    conn.execute(f"CREATE TABLE {TABLE} ({columns})")
+    row = normalize(rec(1, wk="w"))
+    conn.execute(f"INSERT INTO {TABLE} VALUES ({','.join('?' * len(old))})", [row[c] for c in old])
+    conn.commit()
+    conn.close()
+    assert Records.open(path, False, device="cpu-x86").best("w")["i"] == 1
+    db = Database(path)
+    assert db.best("w", "cpu-x86")["timing"] is None
+    db.add(rec(2, wk="w", cost=9.0, timing="model"))
+    assert db.best("w", "cpu-x86")["config"]["i"] == 2
+    db.export_jsonl(tmp_path / "x.jsonl", device="cpu-x86")
+    lines = [json.loads(x) for x in (tmp_path / "x.jsonl").read_text().splitlines()]
+    assert ["timing" in x for x in sorted(lines, key=lambda x: x["config"]["i"])] == [False, True]

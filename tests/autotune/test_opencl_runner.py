@@ -14,7 +14,7 @@ import numpy as np
 
 from autotune.builders import OpenCLBuilder, builder_for
 from autotune.measure import MeasureOptions, Measurer
-from autotune.runners import OpenCLRunner, runner_for
+from autotune.runners import FLUSH_BYTES, GPU_FLUSH_BYTES, OpenCLRunner, runner_for
 from autotune.task import Task
 from tensorir.graph.types import TensorType
 from tensorir.ops.workload import workload_key
@@ -89,14 +89,18 @@ def test_tir_tune_on_pocl_and_compile_with_its_records(tmp_path, capsys):
     assert "tuning records: none fit device x86_64-" in capsys.readouterr().out
 
 
-def test_gpu_candidates_meet_cold_caches_by_default_pocl_stays_warm():
-    """On a GPU profile the runner rewrites a large device buffer before each timed launch
-    (in-model times on an H100 matched the cold ones); PoCL, a CPU device, stays warm unless
-    --flush-cache. The flushing path itself runs on PoCL."""
-    assert runner_for(get_target("opencl:nvidia"), POCL).flush_cache is True
-    assert runner_for(get_target("opencl:nvidia"), MeasureOptions(gpu_cold=False)).flush_cache is False
-    assert runner_for(get_target("opencl:pocl"), POCL).flush_cache is False
-    cold = MeasureOptions(target="opencl:pocl", workers=1, repeat=2, flush_cache=True)
+def test_candidates_meet_cold_caches_by_default_sized_for_the_device():
+    """Every runner times cold by default (in-model times on an H100 matched the cold ones):
+    a GPU profile rewrites a buffer larger than a GPU's L2 before each timed launch, PoCL (a
+    CPU device) one larger than this CPU's caches, the host runner the same; --warm turns it
+    off. The flushing path itself runs on PoCL."""
+    gpu, pocl = runner_for(get_target("opencl:nvidia"), POCL), runner_for(get_target("opencl:pocl"), POCL)
+    assert gpu.cold and gpu.flush_bytes == GPU_FLUSH_BYTES
+    assert pocl.cold and pocl.flush_bytes == FLUSH_BYTES
+    assert runner_for(get_target("host"), MeasureOptions()).cold
+    assert not runner_for(get_target("opencl:nvidia"), MeasureOptions(cold=False)).cold
+    assert not runner_for(get_target("host"), MeasureOptions(cold=False)).cold
+    cold = MeasureOptions(target="opencl:pocl", workers=1, repeat=2)
     with Measurer(cold) as m:
         (r,) = m.measure(_dense(), [{}])
     assert r.error is None and len(r.costs) == 2 and all(c > 0 for c in r.costs)

@@ -5,6 +5,7 @@ input errors; the search proposes fresh configs (default first).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import random
@@ -42,7 +43,7 @@ def _matmul(m=16, k=32, n=24) -> Task:
 
 
 def _pairs(db: Database) -> list[tuple[str, str]]:
-    return [(r["workload_key"], config_key(r["config"])) for r in db.records()]
+    return [(r["workload_key"], config_key(r["config"])) for r in _measured(db)]
 
 
 def _check_record(r: dict, keys: set[str], device: str = "host", target: str = "host") -> None:
@@ -89,6 +90,7 @@ def test_short_tune_records_every_trial(tmp_path):
     for r in records:
         _check_record(r, keys)
     assert len(set(_pairs(db))) == 12
+    assert {r["timing"] for r in records} == {"cold"}  # the default: caches flushed per timed call
     assert (tmp_path / "costmodel-host.json").exists()  # the model is saved beside the database
     for task in tasks:
         best = db.best(task.key, "host")
@@ -127,6 +129,14 @@ def test_resume_measures_only_new_configs(tmp_path):
     # a third run with the same total has nothing left to do
     assert Tuner([task], db, TuneOptions(trials=12, **opts), FAST).run().trials == 12
     assert len(db) == 12
+    # records timed in a model are not candidates' own times: a resume does not replay them
+    best = db.best(task.key, "host")
+    db.add({**best, "costs": [1.0], "timing": "model"})
+    assert Tuner([task], db, TuneOptions(trials=12, **opts), FAST).trials == 12
+    # warm timings (--warm) are said so in the records
+    warm = dataclasses.replace(FAST, cold=False)
+    Tuner([task], db, TuneOptions(trials=14, **opts), warm).run()
+    assert sorted(r["timing"] for r in db.records()).count("warm") == 2
 
 
 def _tune_cmd(db: Path, trials: int) -> list[str]:
@@ -151,8 +161,14 @@ def _tune_cmd(db: Path, trials: int) -> list[str]:
 
 def _kernel_records(db: Database) -> list[dict]:
     """The Tuner's trials: `tir tune` may also record model-level layout measurements
-    (config {"layout_block": x}, autotune/graph_tune.py), which are not counted in --trials."""
-    return [r for r in db.records() if "layout_block" not in r["config"]]
+    (config {"layout_block": x}, autotune/graph_tune.py) and the in-model check's records
+    (timing "model", autotune/model_check.py), which are not counted in --trials."""
+    return [r for r in _measured(db) if "layout_block" not in r["config"]]
+
+
+def _measured(db: Database) -> list[dict]:
+    """Records of measurements (trials and layout blocks), not of the in-model check."""
+    return [r for r in db.records() if r["timing"] != "model"]
 
 
 def _env() -> dict:
@@ -193,7 +209,7 @@ def test_kill_9_mid_tune_then_resume(tmp_path):
     assert proc.returncode == -signal.SIGKILL
 
     db = Database(path)
-    records = db.records()
+    records = _measured(db)
     for r in records:  # `tir tune` keeps them under this CPU's device key
         _check_record(r, {r["workload_key"]}, device=cpu_key(host_target()))
     assert len(set(_pairs(db))) == len(records)
@@ -207,7 +223,7 @@ def test_kill_9_mid_tune_then_resume(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     assert f"{n + 4} trials in" in done.stdout
     db = Database(path)
-    records = db.records()
+    records = _measured(db)
     assert len(_kernel_records(db)) == n + 4
     assert len(records) == n + 4 + extra  # the layout measurements were not repeated either
     for r in records:
