@@ -75,7 +75,12 @@ def add_tune_parser(sub: argparse._SubParsersAction) -> None:
         default=0,
         help="kernel threads while timing (0: all cores); N > 0 keeps the records under device <key>-tN",
     )
-    p.add_argument("--flush-cache", action="store_true", help="flush the caches before each timing")
+    p.add_argument(
+        "--warm",
+        action="store_true",
+        help="time kernels back to back with warm caches (default: cold, each call after a cache "
+        "flush with the activations read back in, as the kernels meet their weights in a model)",
+    )
     p.add_argument("--repeat", type=int, default=5, help="timings per candidate (median reported)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
@@ -87,7 +92,10 @@ def add_tune_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--adb", metavar="SERIAL", help="measure on this Android device through adb (CPU devices)")
     p.add_argument("--adb-path", metavar="PROGRAM", help="the adb program (default: $TIR_ADB, else adb)")
     p.add_argument(
-        "--no-model-ab", action="store_true", help="skip timing the whole model with and without the records"
+        "--no-model-ab",
+        action="store_true",
+        help="skip checking the records inside the model (each tuned kernel timed in place with and "
+        "without its record; only records that make the model faster are used)",
     )
     p.add_argument("--plot", metavar="PNG", help="draw best-so-far vs trials per task and for the model")
     p.add_argument(
@@ -154,7 +162,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         workers=args.workers,
         threads=args.threads or None,
         repeat=args.repeat,
-        flush_cache=args.flush_cache,
+        cold=not args.warm,
         rpc=servers,
         rpc_token=token,
         adb=args.adb or "",
@@ -163,14 +171,11 @@ def cmd_tune(args: argparse.Namespace) -> int:
     summary = Tuner(tasks, db, options, measure).run()
     print(_report(summary))
     if dev.measured != "remote" and not servers and not args.no_model_ab:
-        from autotune.graph_tune import model_ab
+        from autotune.model_check import check_in_model
 
-        plain, tuned = model_ab(args.model, db.path, device, target, shapes, threads=args.threads or None)
-        sign = "faster" if tuned < plain else "SLOWER"
-        print(
-            f"whole model: {plain * 1e3:.3f} ms untuned, {tuned * 1e3:.3f} ms with the records "
-            f"({plain / tuned:.2f}x, {sign}; timed interleaved, beside the kernel sum above)"
-        )
+        print("checking the records inside the model (each tuned kernel timed in place, with and without)")
+        check = check_in_model(args.model, db, device, target, shapes, threads=args.threads or None)
+        print(check.report())
     if args.plot:
         from autotune.plot import plot_curves
 

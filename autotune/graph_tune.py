@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import math
 import os
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 
 from autotune.database import Database
+from autotune.model_check import time_interleaved
 
 
 def layout_choices(target: str) -> list[int]:
@@ -27,35 +27,6 @@ def layout_choices(target: str) -> list[int]:
 
     lanes = get_target(target).vector_lanes("float32")
     return sorted({max(1, lanes // 2), lanes, lanes * 2})
-
-
-def _feeds(mod) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(0)
-    return {
-        t["name"]: rng.uniform(-1, 1, t["shape"]).astype(t["dtype"])
-        if "float" in t["dtype"]
-        else np.zeros(t["shape"], t["dtype"])
-        for t in mod.inputs
-    }
-
-
-def time_interleaved(mods: Sequence, runs: int, rounds: int = 5) -> list[list[float]]:
-    """Per module `rounds` costs, each the median of runs / rounds timed runs; the modules
-    take turns round by round, so a slower stretch of a shared machine hits all of them."""
-    calls = [m.bind(_feeds(m)) for m in mods]
-    for call in calls:
-        for _ in range(3):
-            call()
-    costs: list[list[float]] = [[] for _ in mods]
-    for _ in range(rounds):
-        for k, call in enumerate(calls):
-            times = []
-            for _ in range(max(1, runs // rounds)):
-                t0 = time.perf_counter()
-                call()
-                times.append(time.perf_counter() - t0)
-            costs[k].append(float(np.median(times)))
-    return costs
 
 
 def tune_layout(
@@ -91,27 +62,3 @@ def tune_layout(
     costs = {b: r["mean_cost"] for b, r in done.items() if r.get("mean_cost") is not None}
     costs = {b: c for b, c in costs.items() if math.isfinite(c)}
     return min(costs, key=costs.get) if costs else None
-
-
-def model_ab(
-    model: str | os.PathLike,
-    db_path: str | os.PathLike,
-    device: str,
-    target: str,
-    input_shapes: Mapping[str, Sequence[int]] | None = None,
-    runs: int = 30,
-    threads: int | None = None,
-) -> tuple[float, float]:
-    """(seconds per run without records, with the device's best records): the whole model
-    compiled both ways and timed interleaved, so a tuning run ends with what the model sees
-    and not only the sum of kernels timed alone."""
-    import tensorir as tir
-    from autotune.records import Records
-
-    records = Records.open(db_path, False, device=device)
-    mods = [tir.compile(os.fspath(model), target, input_shapes, records=r) for r in (None, records)]
-    for mod in mods:
-        if threads:
-            mod.set_num_threads(threads)
-    plain, tuned = time_interleaved(mods, runs)
-    return float(np.median(plain)), float(np.median(tuned))

@@ -1,0 +1,182 @@
+"""The end of every tuning run: the tuned kernels checked inside the model, per task.
+
+Kernels are tuned alone; a model runs them among their neighbours, where a kernel's weights
+come from memory and its input is whatever its producer left in the cache. A record that
+wins alone can lose there. So a tuning run ends by compiling the model twice with the same
+layout block, once with the kernel records and once without, and timing every kernel in
+place (`Module.profile`: the kernels in model order, over the model's own memory), the two
+modules taking turns round by round. Per tuned workload it stores two records timed in the
+model (``timing`` "model"): the tuned config and the defaults (config ``{}``), each at its
+in-model time per call. In-model records outrank records timed alone
+(autotune/database.py), so `tir compile` then keeps a record only where it made the model
+faster, and uses the defaults elsewhere. Last comes the whole-model figure: the model
+compiled without any records and with the checked ones, timed interleaved.
+
+    check = check_in_model("model.onnx", db, device, target)
+    print(check.report())
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from autotune.database import Database
+
+
+@dataclasses.dataclass
+class WorkloadCheck:
+    key: str
+    label: str
+    count: int  # kernels of this workload in the model
+    default_s: float  # seconds per call in the model, defaults
+    tuned_s: float  # seconds per call in the model, with the record
+    alone_s: float  # the record's own cost (timed alone)
+
+    @property
+    def kept(self) -> bool:
+        return self.tuned_s < self.default_s
+
+
+@dataclasses.dataclass
+class ModelCheck:
+    workloads: list[WorkloadCheck]
+    plain_s: float = float("nan")  # the whole model without records
+    tuned_s: float = float("nan")  # the whole model with the checked records
+
+    def report(self, top: int = 12) -> str:
+        rows = sorted(self.workloads, key=lambda w: -w.count * max(w.default_s, w.tuned_s))
+        lines = ["in the model (ms per call: alone -> in the model, defaults vs record):"]
+        for w in rows[:top]:
+            verdict = "kept" if w.kept else "DROPPED (defaults faster in the model)"
+            lines.append(
+                f"  {w.label} x{w.count}: alone {w.alone_s * 1e3:.3f}, "
+                f"model {w.default_s * 1e3:.3f} vs {w.tuned_s * 1e3:.3f}: {verdict}"
+            )
+        if len(rows) > top:
+            lines.append(f"  ... {len(rows) - top} more")
+        dropped = sum(not w.kept for w in self.workloads)
+        lines.append(f"records kept: {len(self.workloads) - dropped} of {len(self.workloads)}")
+        if np.isfinite(self.plain_s):
+            sign = "faster" if self.tuned_s < self.plain_s else "SLOWER"
+            lines.append(
+                f"whole model: {self.plain_s * 1e3:.3f} ms untuned, {self.tuned_s * 1e3:.3f} ms with the "
+                f"records ({self.plain_s / self.tuned_s:.2f}x, {sign}; timed interleaved)"
+            )
+        return "\n".join(lines)
+
+
+def feeds_of(mod: Any) -> dict[str, np.ndarray]:
+    """Seeded inputs for a compiled module (uniform(-1, 1) floats, zero integers)."""
+    rng = np.random.default_rng(0)
+    return {
+        t["name"]: rng.uniform(-1, 1, t["shape"]).astype(t["dtype"])
+        if "float" in t["dtype"]
+        else np.zeros(t["shape"], t["dtype"])
+        for t in mod.inputs
+    }
+
+
+def time_interleaved(mods: Sequence[Any], runs: int, rounds: int = 5) -> list[list[float]]:
+    """Per module `rounds` costs, each the median of runs / rounds timed runs; the modules
+    take turns round by round, so a slower stretch of a shared machine hits all of them."""
+    calls = [m.bind(feeds_of(m)) for m in mods]
+    for call in calls:
+        for _ in range(3):
+            call()
+    costs: list[list[float]] = [[] for _ in mods]
+    for _ in range(rounds):
+        for k, call in enumerate(calls):
+            times = []
+            for _ in range(max(1, runs // rounds)):
+                t0 = time.perf_counter()
+                call()
+                times.append(time.perf_counter() - t0)
+            costs[k].append(float(np.median(times)))
+    return costs
+
+
+def profile_interleaved(mods: Sequence[Any], rounds: int) -> list[list[dict[str, float]]]:
+    """Per module, per round: {workload key: in-model seconds of all its kernels}."""
+    feeds = [feeds_of(m) for m in mods]
+    for m, f in zip(mods, feeds, strict=True):
+        m.profile(f, repeat=2)  # warm-up: first-touch pages, thread pool, program caches
+    out: list[list[dict[str, float]]] = [[] for _ in mods]
+    for _ in range(rounds):
+        for k, (m, f) in enumerate(zip(mods, feeds, strict=True)):
+            per: dict[str, float] = {}
+            for kernel, row in zip(m.manifest["kernels"], m.profile(f, repeat=1), strict=True):
+                per[kernel["workload"]] = per.get(kernel["workload"], 0.0) + row["seconds"]
+            out[k].append(per)
+    return out
+
+
+def check_in_model(
+    model: str | os.PathLike,
+    db: Database,
+    device: str,
+    target: str,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    threads: int | None = None,
+    rounds: int = 15,
+    whole_runs: int = 30,
+) -> ModelCheck:
+    """Time each tuned workload in the model with and without its record, store both as
+    in-model records, then time the whole model without records and with the checked ones."""
+    from autotune.records import Records
+    from tensorir.compiler import model_key
+
+    records = Records.open(db.path, False, device=device)
+    mkey = model_key(Path(model).read_bytes(), input_shapes)
+    layout = {mkey: records.best(mkey)} if mkey in records else {}
+    plain, tuned = (_compile(model, target, input_shapes, r, threads) for r in (layout, records))
+    timed = profile_interleaved([plain, tuned], rounds)
+    checks = []
+    for kernel in _tuned_kernels(tuned):
+        key = kernel["workload"]
+        count = sum(k["workload"] == key for k in tuned.manifest["kernels"])
+        per_call = [[r[key] / count for r in rows] for rows in timed]
+        for config, costs in (({}, per_call[0]), (kernel["config"], per_call[1])):
+            db.add({**_record(key, device, target, config), "costs": costs, "timing": "model"})
+        default_s, tuned_s = (float(np.median(c)) for c in per_call)
+        checks.append(WorkloadCheck(key, _label(kernel), count, default_s, tuned_s, records.best_cost(key)))
+    check = ModelCheck(checks)
+    if whole_runs:
+        checked = Records.open(db.path, False, device=device)
+        mods = [_compile(model, target, input_shapes, r, threads) for r in (None, checked)]
+        check.plain_s, check.tuned_s = (float(np.median(c)) for c in time_interleaved(mods, whole_runs))
+    return check
+
+
+def _compile(model: Any, target: str, shapes: Any, records: Any, threads: int | None) -> Any:
+    import tensorir as tir
+
+    mod = tir.compile(os.fspath(model), target, shapes, records=records)
+    if threads:
+        mod.set_num_threads(threads)
+    return mod
+
+
+def _tuned_kernels(mod: Any) -> list[dict]:
+    """One manifest entry per workload that has a tuning config in `mod`."""
+    seen: dict[str, dict] = {}
+    for k in mod.manifest["kernels"]:
+        if k.get("config") is not None:
+            seen.setdefault(k["workload"], k)
+    return list(seen.values())
+
+
+def _record(key: str, device: str, target: str, config: dict) -> dict:
+    return {"workload_key": key, "device": device, "target": target, "config": config}
+
+
+def _label(kernel: dict) -> str:
+    """The workload key's readable head (op and input types) and the algorithm."""
+    algorithm = kernel.get("algorithm")
+    return kernel["workload"].split(" #")[0] + (f" ({algorithm})" if algorithm else "")

@@ -1,0 +1,79 @@
+"""The in-model check that ends a tuning run: a record that is slower inside the model is
+dropped (the defaults, timed in the model, outrank it); the profile it rests on times the
+kernels in model order."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import onnx
+import onnx.helper as oh
+import onnx.numpy_helper as onh
+
+import tensorir as tir
+from autotune.database import Database
+from autotune.model_check import check_in_model
+from autotune.records import Records
+from autotune.task import extract_tasks, load_graph
+
+# knobs that make the 3x3 conv several times slower than its defaults (Winograd): direct,
+# narrow vectors, one output column per tile, taps outermost, the whole padded input first
+BAD = {"algorithm": "direct", "vector": 4, "ow_tile": 1, "oc_blocks": 1}
+BAD |= {"reduce_order": "taps_outer", "pad_at": "root"}
+
+
+def _conv_model(path) -> str:
+    rng = np.random.default_rng(0)
+    w = onh.from_array(rng.standard_normal((64, 64, 3, 3)).astype(np.float32) * 0.05, "w")
+    b = onh.from_array(np.zeros(64, np.float32), "b")
+    graph = oh.make_graph(
+        [
+            oh.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+            oh.make_node("Relu", ["c"], ["y"]),
+        ],
+        "conv",
+        [oh.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 64, 56, 56])],
+        [oh.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 64, 56, 56])],
+        [w, b],
+    )
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
+    onnx.save(model, path)
+    return str(path)
+
+
+def test_a_record_slower_in_the_model_is_dropped_for_the_defaults(tmp_path):
+    model = _conv_model(tmp_path / "conv.onnx")
+    (task,) = [t for t in extract_tasks(load_graph(model)) if t.op == "fused"]
+    bad = task.space("host").complete({**task.space("host").default(), **BAD})
+    db = Database(tmp_path / "t.db")
+    # timed alone it claims to be very fast, so it is the best record before the check
+    db.add({"workload_key": task.key, "device": "dev", "target": "host", "config": bad, "costs": [1e-9]})
+    assert Records.open(db.path, False, device="dev").best(task.key) == bad
+
+    check = check_in_model(model, db, "dev", "host", rounds=5, whole_runs=10)
+
+    (w,) = check.workloads
+    assert w.key == task.key and w.count == 1 and w.alone_s == 1e-9
+    assert w.tuned_s > w.default_s and not w.kept  # several times slower in place
+    model_rows = [r for r in db.workload_records(task.key, "dev") if r["timing"] == "model"]
+    assert sorted(len(r["config"]) for r in model_rows) == [0, len(bad)]
+    assert Records.open(db.path, False, device="dev").best(task.key) == {}  # the defaults win
+    assert math.isfinite(check.plain_s) and math.isfinite(check.tuned_s)
+    assert "DROPPED" in check.report() and "records kept: 0 of 1" in check.report()
+    mod = tir.compile(model, records=Records.open(db.path, False, device="dev"))
+    (kernel,) = [k for k in mod.manifest["kernels"] if k["workload"] == task.key]
+    assert kernel["config"] == {}
+
+
+def test_the_profile_times_kernels_in_model_order(tmp_path):
+    """Each pass calls every kernel once, in order: the rows come back in manifest order,
+    one per kernel, and the model still computes the right thing afterwards."""
+    model = _conv_model(tmp_path / "conv.onnx")
+    mod = tir.compile(model)
+    x = np.random.default_rng(1).uniform(-1, 1, (1, 64, 56, 56)).astype(np.float32)
+    want = mod.run({"x": x})[0]
+    rows = mod.profile({"x": x}, repeat=3)
+    assert [r["symbol"] for r in rows] == [k["symbol"] for k in mod.manifest["kernels"]]
+    assert all(r["seconds"] > 0 for r in rows)
+    np.testing.assert_array_equal(mod.run({"x": x})[0], want)
