@@ -7,7 +7,8 @@ networkx), install them into `.site`, and run
 
     python3 -m benchmarks.gpu_tune mobilenet_v2_224 resnet18 --device nvidia --budget 4m --db $OUT/gpu.db
 
-Each model is one resumable `tir tune` run (the same command continues a killed run). Then,
+Each model is one resumable `tir tune` run (the same command continues a killed run; import
+earlier records first, `tir db import tuning_logs/<key>.jsonl --db ...`, to go on from them). Then,
 back here, `python -m benchmarks.gpu_compare build MODELS --records gpu.db` compiles the tuned
 variants next to the untuned ones, and `gpu_compare run` times untuned, tuned and PyTorch
 side by side on the GPU.
@@ -40,6 +41,7 @@ def main() -> int:
             t0 = time.perf_counter()
             argv = ["tune", str(path), "--device", args.device, "--db", args.db]
             argv += ["--time-budget", args.budget, "--trials", str(args.trials)]
+            argv += ["--no-model-ab"]  # the in-model check compiles the model: no toolchain here
             rc = tir(argv)
             print(f"{name}: tir tune exit {rc} after {time.perf_counter() - t0:.0f} s", flush=True)
             if rc:
