@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from tensorir import debug
+from tensorir import debug, planted_bug
 from tensorir.errors import TirError
 from tensorir.graph.graph import Graph, Value
 from tensorir.graph.types import TensorType
@@ -52,6 +52,7 @@ class Build:
     workspace: int
     weights: bytes
     manifest: dict[str, Any] = field(default_factory=dict)
+    nodes: list[int] = field(default_factory=list)  # the graph node of each kernel, in kernel order
 
     def write(self, out: str | os.PathLike, weights: str = "embedded") -> Path:
         """Code generation and packaging by the target's backend (pipeline.write_build)."""
@@ -157,6 +158,7 @@ def lower_kernels(g: Graph, target: Target, records: Any = None) -> dict[int, _K
     (`device` "cpu"; the backend inserts the transfers). The loop functions are as
     lowered, before the loop passes (`optimize_kernels`)."""
     kernels = {}
+    to_break = planted_bug.wanted()  # TEST ONLY (tensorir/planted_bug.py): None in normal use
     for k, nid in enumerate(g.op_nodes()):
         node = g.node(nid)
         if storage_root(g, Value(nid)) != Value(nid):
@@ -166,7 +168,20 @@ def lower_kernels(g: Graph, target: Target, records: Any = None) -> dict[int, _K
             kernels[nid] = _lower_node(g, nid, f"tir_k{k}_{node.op}", target, records, label)
         except TirError as e:
             raise TirError(f"{label}: {e}") from None
+        if to_break and _break_for_test(g, nid, kernels[nid], to_break):
+            to_break = None
     return kernels
+
+
+def _break_for_test(g: Graph, nid: int, kern: _Kernel, text: str) -> bool:
+    """TIR_TEST_BREAK_KERNEL: make this kernel wrong on purpose if it is the one named."""
+    node = g.node(nid)
+    if not planted_bug.matches(text, node.name, node.op, workload_key(node.op, _in_types(g, nid), node.attr)):
+        return False
+    broken = planted_bug.break_kernel(kern.func, len(_in_types(g, nid)), _const_args(g, nid))
+    if broken is not None:
+        kern.func = broken
+    return broken is not None
 
 
 def _lower_node(g: Graph, nid: int, name: str, target: Target, records: Any, label: str) -> _Kernel:

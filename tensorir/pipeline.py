@@ -159,6 +159,7 @@ def compile_model(
         workspace=plan.workspace,
         weights=binder.weights.blob(),
         manifest=make_manifest(raw, graph, target, kernels, calls, copies, plan, binder, block),
+        nodes=list(kernels),
     )
 
 

@@ -29,6 +29,7 @@ cse) import from here; this file imports none of them, so there is no import cyc
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -100,9 +101,18 @@ def replace(g: Graph, nid: int, new: Sequence[Value]) -> bool:
     for i, v in enumerate(new):
         old = Value(nid, i)
         if v != old:
+            inherit_name(g, nid, v)
             g.replace_uses(old, v)
     remove_dead(g, nid)
     return True
+
+
+def inherit_name(g: Graph, nid: int, v: Value) -> None:
+    """Give the op that produces `v` the name of `nid`, which it replaces, if it has none: so
+    kernels keep the names of the model's nodes they compute (tir diff maps them back)."""
+    name, node = g.node(nid).name, g.node(v.node)
+    if name and not node.name and node.op not in ("input", "constant"):
+        g.replace_node(v.node, dataclasses.replace(node, name=name))
 
 
 def forward(g: Graph, nid: int, v: Value) -> bool:

@@ -38,7 +38,7 @@ from tensorir.graph.graph import Graph, Value
 from tensorir.graph.types import TensorType
 from tensorir.ops.layout import pack_array, pack_weight
 from tensorir.ops.registry import is_elementwise, layout_rule
-from tensorir.passes import Pass, add_op, const_of, remove_dead
+from tensorir.passes import Pass, add_op, const_of, inherit_name, remove_dead
 from tensorir.target import Target, get_target
 
 GLOBAL_REDUCTION = {"global_avg": "reduce_mean", "global_max": "reduce_max"}  # by layout rule
@@ -181,6 +181,7 @@ class _Packer:
         else:
             return
         if new is not None:
+            inherit_name(self.g, nid, new)
             self.packed[Value(nid)] = new
             self.replaced.append(nid)
 
