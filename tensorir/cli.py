@@ -44,6 +44,39 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_input_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy", help="input array")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (those not given)")
+
+
+def _add_tolerance_args(p: argparse.ArgumentParser) -> None:
+    from tensorir.tools.compare import ATOL, MIN_COSINE, RTOL
+
+    p.add_argument(
+        "--rtol",
+        default=str(RTOL),
+        help=f"a tensor passes when max |ours - ort| <= atol + rtol * max |ort| (default {RTOL:g})",
+    )
+    p.add_argument("--atol", default=str(ATOL), help=f"see --rtol (default {ATOL:g})")
+    p.add_argument(
+        "--min-cosine",
+        default=str(MIN_COSINE),
+        help=f"and its cosine similarity >= this (default {MIN_COSINE:g})",
+    )
+
+
+def _tolerance(args: argparse.Namespace):
+    from tensorir.tools.compare import Tolerance
+
+    values = []
+    for opt, text in (("--rtol", args.rtol), ("--atol", args.atol), ("--min-cosine", args.min_cosine)):
+        try:
+            values.append(float(text))
+        except ValueError:
+            raise TirError(f"{opt} {text!r}: expected a number") from None
+    return Tolerance(*values)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from tensorir import __version__
 
@@ -85,15 +118,45 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run", help="run a model (.onnx) or a compiled folder on given or random inputs")
     _add_model_args(p)
-    p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy", help="input array")
-    p.add_argument("--backend", default="ref", choices=["ref"], help="executor (ref: numpy references)")
-    p.add_argument("--compare-ort", action="store_true", help="compare every output with onnxruntime")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    _add_input_args(p)
+    p.add_argument(
+        "--inputs",
+        metavar="DIR",
+        help="input samples: DIR/<input>.npy (one sample), or one sub-folder of <input>.npy per sample",
+    )
+    p.add_argument(
+        "--backend",
+        default=None,
+        help=".onnx model: compiled (default: compile for --target and run the native code) or ref "
+        "(the numpy reference interpreter)",
+    )
+    p.add_argument("--target", help=".onnx model, backend compiled: the target to compile for (default host)")
+    p.add_argument("--records", help=".onnx model, backend compiled: tuning records, as tir compile (auto)")
+    p.add_argument(
+        "--compare-ort",
+        action="store_true",
+        help="compare every output with onnxruntime: max abs / rel error, cosine, SQNR; exit 1 when "
+        "one misses the tolerance (--rtol, --atol, --min-cosine)",
+    )
+    _add_tolerance_args(p)
     p.add_argument("--save", metavar="DIR", help="write each output to DIR/<name>.npy")
-    p.add_argument("--profile", action="store_true", help="compiled folder: per-kernel time and share")
-    p.add_argument("--threads", type=int, default=0, help="compiled folder: threads (0: all cores)")
+    p.add_argument("--profile", action="store_true", help="compiled model: per-kernel time and share")
+    p.add_argument("--threads", type=int, default=0, help="compiled model: threads (0: all cores)")
     p.add_argument("--onnx", metavar="MODEL", help="compiled folder: the ONNX model for --compare-ort")
     p.set_defaults(func=_cmd_run)
+
+    p = sub.add_parser("diff", help="compare a compiled model with onnxruntime layer by layer")
+    _add_model_args(p)
+    _add_input_args(p)
+    p.add_argument("--target", default="host", help="the target to compile for (default host)")
+    p.add_argument("--records", default="auto", metavar="SRC", help="tuning records, as tir compile (auto)")
+    p.add_argument(
+        "--every-node",
+        action="store_true",
+        help="expose every node's output (ends the fused groups there) instead of every kernel's",
+    )
+    _add_tolerance_args(p)
+    p.set_defaults(func=_cmd_diff)
 
     try:  # `tir tune` and `tir db`, when the autotune package is installed (tensorir never needs it)
         from autotune.cli_db import add_db_parser
@@ -179,7 +242,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     if args.threads < 0:
         raise TirError(f"--threads {args.threads}: expected 0 (all cores) or a positive count")
+    tolerance = _tolerance(args)
     if Path(args.model).is_dir():
+        given = [
+            o
+            for o, v in (("--backend", args.backend), ("--target", args.target), ("--records", args.records))
+            if v
+        ]
+        if given:
+            raise TirError(f"{given[0]}: a compiled folder runs as it was built (it applies to .onnx models)")
         return run_artifact_cli(
             args.model,
             inputs=args.input,
@@ -189,7 +260,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
             profile=args.profile,
             threads=args.threads,
             onnx_path=args.onnx,
+            inputs_dir=args.inputs,
+            tolerance=tolerance,
         )
+    backend = args.backend or "compiled"
+    if backend not in ("compiled", "ref"):
+        raise TirError(f"--backend {backend!r}: expected compiled or ref")
+    if backend == "ref" and (args.target or args.records):
+        raise TirError(f"{'--target' if args.target else '--records'}: only with --backend compiled")
+    target = args.target or "host"
     return run_model_cli(
         args.model,
         inputs=args.input,
@@ -198,6 +277,31 @@ def _cmd_run(args: argparse.Namespace) -> int:
         seed=args.seed,
         save_dir=args.save,
         override_shapes=args.override_shape,
+        inputs_dir=args.inputs,
+        backend=backend,
+        target=target,
+        records=_open_records(args.records or "auto", None, target) if backend == "compiled" else None,
+        tolerance=tolerance,
+        profile=args.profile,
+        threads=args.threads,
+    )
+
+
+def _cmd_diff(args: argparse.Namespace) -> int:
+    from tensorir.frontend.onnx import check_model_file
+    from tensorir.tools.diff import diff_cli
+
+    tolerance = _tolerance(args)
+    check_model_file(args.model)
+    return diff_cli(
+        args.model,
+        target=args.target,
+        records=_open_records(args.records, None, args.target),
+        input_shapes=dict(parse_shape_arg(s) for s in args.input_shape),
+        inputs=args.input,
+        seed=args.seed,
+        tolerance=tolerance,
+        every_node=args.every_node,
     )
 
 

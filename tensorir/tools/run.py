@@ -1,9 +1,16 @@
-"""`tir run`: execute a model on given or seeded random inputs, optionally against onnxruntime."""
+"""`tir run`: execute a model on given or seeded random inputs, optionally against onnxruntime.
+
+A .onnx model is compiled for `--target` and run (what the user ships), or run by the numpy
+reference interpreter (`--backend ref`); a compiled folder is run as it is. `--compare-ort`
+prints each output's figures against onnxruntime (tensorir/tools/compare.py) and makes the
+exit status 1 when one misses the tolerance."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -13,13 +20,8 @@ from tensorir.frontend.onnx import from_onnx, load_model, shape_conflict
 from tensorir.graph.graph import Graph
 from tensorir.graph.types import TensorType, np_dtype
 from tensorir.runtime.reference import run_reference
-
-
-def read_input_args(specs: Sequence[str], model: onnx.ModelProto) -> dict[str, np.ndarray]:
-    """Parse `name=file.npy` arguments; every name must be a model input of the file's dtype."""
-    inits = {t.name for t in model.graph.initializer}
-    dtypes = {i.name: _elem_dtype(i) for i in model.graph.input if i.name not in inits}
-    return _read_npy_args(specs, dtypes)
+from tensorir.tools.compare import DEFAULT, Tolerance, figures
+from tensorir.tools.samples import file_stem, sample_specs
 
 
 def _elem_dtype(vi: onnx.ValueInfoProto) -> np.dtype | None:
@@ -116,29 +118,95 @@ def run_onnxruntime(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> 
         raise InputError(f"--compare-ort: onnxruntime refuses the inputs: {why}") from None
 
 
-def compare(ours: np.ndarray, theirs: np.ndarray) -> tuple[float, float]:
-    """Max absolute error and max relative error (relative to max |theirs|, floored at 1e-12)."""
-    a, b = ours.astype(np.float64), np.asarray(theirs).astype(np.float64)
-    if a.shape != b.shape:
-        return float("inf"), float("inf")
-    if a.size == 0:
-        return 0.0, 0.0
-    err = float(np.max(np.abs(a - b)))
-    return err, err / max(float(np.max(np.abs(b))), 1e-12)
+Sample = tuple[str, dict[str, np.ndarray]]  # (label: "" or the --inputs sub-folder, feeds)
 
 
-def _print_output(name: str, out: np.ndarray, theirs: np.ndarray | None, save_dir: str | None) -> None:
+def given_samples(
+    specs: Sequence[str], inputs_dir: str | None, dtypes: Mapping[str, np.dtype | None]
+) -> list[Sample]:
+    """The arrays the user gave: `--input NAME=FILE` (one sample) or `--inputs DIR` (one or more;
+    tensorir/tools/samples.py), as the inputs' dtypes. No arrays at all: one empty sample."""
+    if inputs_dir is None:
+        return [("", _read_npy_args(specs, dtypes))]
+    if specs:
+        raise InputError("--input and --inputs: give the arrays one way, not both")
+    return [(label, _read_npy_args(s, dtypes)) for label, s in sample_specs(inputs_dir, list(dtypes))]
+
+
+def _same_shapes(samples: Sequence[Sample]) -> None:
+    first = {k: v.shape for k, v in samples[0][1].items()}
+    for label, feeds in samples[1:]:
+        for k, v in feeds.items():
+            if v.shape != first[k]:
+                raise InputError(
+                    f"--inputs: sample '{label}' gives input '{k}' shape {list(v.shape)}, sample "
+                    f"'{samples[0][0]}' {list(first[k])}: every sample must have the same shapes"
+                )
+
+
+def _save(save_dir: str, label: str, name: str, out: np.ndarray) -> None:
+    folder = Path(save_dir) / label if label else Path(save_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    np.save(folder / f"{file_stem(name)}.npy", out)
+
+
+def _describe(name: str, out: np.ndarray) -> str:
     line = f"{name}: {out.dtype}{list(out.shape)}"
     if out.size and out.dtype.kind in "fiu":
         f = out.astype(np.float64)
         line += f" mean={f.mean():.6g} std={f.std():.6g} min={f.min():.6g} max={f.max():.6g}"
-    if theirs is not None:
-        abs_err, rel_err = compare(out, theirs)
-        line += f"  vs onnxruntime: max_abs_err={abs_err:.3g} max_rel_err={rel_err:.3g}"
-    print(line)
-    if save_dir:
-        Path(save_dir).mkdir(parents=True, exist_ok=True)
-        np.save(Path(save_dir) / f"{name.replace('/', '_')}.npy", out)
+    return line
+
+
+def report(
+    names: Sequence[str],
+    run: Callable[[Mapping[str, np.ndarray]], list[np.ndarray]],
+    samples: Sequence[Sample],
+    ort_model: onnx.ModelProto | None,
+    tolerance: Tolerance,
+    save_dir: str | None,
+) -> int:
+    """Run every sample, print each output (with its figures against onnxruntime when
+    `ort_model` is given); 1 when some output misses `tolerance`, else 0."""
+    failed: list[str] = []
+    for label, feeds in samples:
+        if label:
+            print(f"sample {label}:")
+        outs = run(feeds)
+        theirs = run_onnxruntime(ort_model, feeds) if ort_model is not None else None
+        for i, (name, out) in enumerate(zip(names, outs, strict=True)):
+            line = _describe(name, out)
+            if theirs is not None:
+                figs = figures(out, theirs[i])
+                ok = tolerance.passes(figs)
+                line += f"  vs onnxruntime: {figs.text()} {'ok' if ok else 'FAIL'}"
+                failed += [] if ok else [f"{label}/{name}" if label else name]
+            print(("  " if label else "") + line)
+            if save_dir:
+                _save(save_dir, label, name, out)
+    if ort_model is None:
+        return 0
+    total = len(names) * len(samples)
+    if failed:
+        print(f"compare-ort: FAIL: {len(failed)} of {total} outputs outside {tolerance.text()}: {failed}")
+        return 1
+    print(f"compare-ort: ok: {total} outputs within {tolerance.text()}")
+    return 0
+
+
+def model_samples(
+    model: onnx.ModelProto, inputs: Sequence[str], inputs_dir: str | None, override_shapes: bool
+) -> tuple[list[Sample], dict[str, tuple[int, ...]]]:
+    """The given samples of an .onnx model and the input shapes they fix (symbolic dims)."""
+    inits = {t.name for t in model.graph.initializer}
+    dtypes = {i.name: _elem_dtype(i) for i in model.graph.input if i.name not in inits}
+    samples = given_samples(inputs, inputs_dir, dtypes)
+    _same_shapes(samples)
+    # a given array fixes the shape of an input whose declared shape is symbolic
+    shapes = {k: v.shape for k, v in samples[0][1].items() if k in _symbolic_inputs(model)}
+    if not override_shapes:
+        _check_array_shapes(model, shapes)
+    return samples, shapes
 
 
 def run_model_cli(
@@ -149,38 +217,67 @@ def run_model_cli(
     seed: int = 0,
     save_dir: str | None = None,
     override_shapes: bool = False,
+    inputs_dir: str | None = None,
+    backend: str = "compiled",
+    target: str = "host",
+    records: Any = None,
+    tolerance: Tolerance = DEFAULT,
+    profile: bool = False,
+    threads: int = 0,
 ) -> int:
+    """`tir run model.onnx`: compiled for `target` and run (backend "compiled"), or run by the
+    numpy reference interpreter (backend "ref")."""
     model = load_model(path)
-    given = read_input_args(inputs, model)
-    # a given array fixes the shape of an input whose declared shape is symbolic
-    shapes = {k: v.shape for k, v in given.items() if k in _symbolic_inputs(model)}
-    if not override_shapes:
-        _check_array_shapes(model, shapes)
+    samples, shapes = model_samples(model, inputs, inputs_dir, override_shapes)
     shapes |= dict(input_shapes or {})
-    g = from_onnx(model, input_shapes=shapes, override_shapes=override_shapes)
-    feeds = random_inputs(g, given, seed)
-    outs = run_reference(g, feeds)
-    ort_outs = run_onnxruntime(model, feeds) if compare_ort else None
-    for i, ((name, _), out) in enumerate(zip(g.outputs, outs, strict=True)):
-        _print_output(name, out, None if ort_outs is None else ort_outs[i], save_dir)
-    return 0
+    ort_model = model if compare_ort else None
+    if backend == "ref":
+        if profile:
+            raise TirError("--profile times compiled kernels: it needs --backend compiled")
+        g = from_onnx(model, input_shapes=shapes, override_shapes=override_shapes)
+        feeds = [(label, random_inputs(g, given, seed)) for label, given in samples]
+        names = [name for name, _ in g.outputs]
+        return report(names, lambda f: run_reference(g, f), feeds, ort_model, tolerance, save_dir)
+    from tensorir.pipeline import compile_model, load_folder
+
+    build = compile_model(model, target, shapes, records=records, override_shapes=override_shapes)
+    with tempfile.TemporaryDirectory(prefix="tir-run-") as tmp:
+        mod = load_folder(build.write(tmp))
+        print(f"compiled {path} for {mod.manifest['target']}: {len(build.kernels)} kernels")
+        return _run_module(mod, samples, seed, ort_model, tolerance, save_dir, profile, threads)
 
 
-def _load_artifact(folder: str, threads: int):
-    from tensorir.pipeline import load_folder
-
-    mod = load_folder(folder)  # the backend that wrote the folder picks how it runs here
+def _run_module(
+    mod: Any,
+    samples: Sequence[Sample],
+    seed: int,
+    ort_model: onnx.ModelProto | None,
+    tolerance: Tolerance,
+    save_dir: str | None,
+    profile: bool,
+    threads: int,
+) -> int:
+    if profile and not hasattr(mod, "profile"):
+        raise TirError(
+            f"--profile is not available for {mod.manifest['target']} builds on this machine "
+            "(they run under emulation; profile on the device, or run without --profile)"
+        )
     if threads:
         mod.set_num_threads(threads)
-    return mod
+    feeds = [(label, module_feeds(mod, given, seed)) for label, given in samples]
+    names = [t["name"] for t in mod.outputs]
+    rc = report(names, mod.run, feeds, ort_model, tolerance, save_dir)
+    if profile:
+        print_profile(mod.profile(feeds[0][1]))
+    return rc
 
 
-def _artifact_feeds(mod, specs: Sequence[str], seed: int) -> dict[str, np.ndarray]:
-    feeds = _read_npy_args(specs, {t["name"]: np_dtype(t["dtype"]) for t in mod.inputs})
+def module_feeds(mod: Any, given: Mapping[str, np.ndarray], seed: int) -> dict[str, np.ndarray]:
+    """`given` and seeded random arrays for the other inputs of a compiled module."""
     g = Graph("inputs")
     for t in mod.inputs:
         g.add_input(t["name"], TensorType(tuple(t["shape"]), t["dtype"]))
-    return random_inputs(g, feeds, seed)
+    return random_inputs(g, given, seed)
 
 
 def print_profile(rows: list[dict], top: int = 0) -> None:
@@ -200,24 +297,23 @@ def run_artifact_cli(
     profile: bool = False,
     threads: int = 0,
     onnx_path: str | None = None,
+    inputs_dir: str | None = None,
+    tolerance: Tolerance = DEFAULT,
 ) -> int:
     """`tir run DIR`: run a compiled folder (in process for the host, qemu for linux-arm64)."""
-    mod = _load_artifact(folder, threads)
+    from tensorir.pipeline import load_folder
+
+    mod = load_folder(folder)  # the backend that wrote the folder picks how it runs here
     if profile and not hasattr(mod, "profile"):
         raise TirError(
             f"{folder}: --profile is not available for {mod.manifest['target']} builds on this machine "
             "(they run under emulation; profile on the device, or run without --profile)"
         )
-    feeds = _artifact_feeds(mod, inputs, seed)
-    outs = mod.run(feeds)
-    ort_outs = None
+    samples = given_samples(inputs, inputs_dir, {t["name"]: np_dtype(t["dtype"]) for t in mod.inputs})
+    ort_model = None
     if compare_ort:
         source = onnx_path or mod.manifest.get("source_model")
         if not source or not Path(source).exists():
             raise TirError(f"--compare-ort: give the ONNX model with --onnx (not found: {source})")
-        ort_outs = run_onnxruntime(load_model(source), feeds)
-    for i, (spec, out) in enumerate(zip(mod.outputs, outs, strict=True)):
-        _print_output(spec["name"], out, None if ort_outs is None else ort_outs[i], save_dir)
-    if profile:
-        print_profile(mod.profile(feeds))
-    return 0
+        ort_model = load_model(source)
+    return _run_module(mod, samples, seed, ort_model, tolerance, save_dir, profile, threads)
