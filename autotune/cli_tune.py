@@ -218,15 +218,20 @@ def _rpc_servers(args: argparse.Namespace) -> tuple[tuple[str, ...], str]:
 def _report(summary) -> str:
     lines = [f"{summary.trials} trials in {summary.seconds:.0f} s"]
     for k, st in enumerate(summary.tasks, 1):
+        head = f"  {k:2d}. {st.task.label}"
         if not math.isfinite(st.best):
-            lines.append(f"  {k:2d}. {st.task.label}: no valid measurement")
+            lines.append(f"{head}: {'no valid measurement' if st.trials else 'not reached (budget)'}")
             continue
         speedup = st.default_cost / st.best if math.isfinite(st.default_cost) else math.nan
+        kind = "effective GFLOP/s" if st.effective else "GFLOP/s"
+        earlier = f", {st.resumed} of them from earlier runs" if st.resumed else ""
         lines.append(
-            f"  {k:2d}. {st.task.label} x{st.task.count}: {st.best * 1e3:.3f} ms "
-            f"({st.gflops():.1f} GFLOP/s, {speedup:.2f}x the default) after {st.trials} trials"
+            f"{head} x{st.task.count}: {st.best * 1e3:.3f} ms ({st.gflops():.1f} {kind}, "
+            f"{speedup:.2f}x the default) after {st.trials} trials{earlier}"
         )
     default, tuned = summary.default_latency(), summary.estimated_latency()
     if default > 0:
         lines.append(f"tuned kernels: {tuned * 1e3:.2f} ms (defaults {default * 1e3:.2f} ms)")
+    if any(st.effective for st in summary.tasks):
+        lines.append("effective GFLOP/s: the direct algorithm's FLOPs over a Winograd/Strassen kernel's time")
     return "\n".join(lines)

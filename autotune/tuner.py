@@ -58,6 +58,7 @@ class TaskState:
     task: Task
     search: TaskSearch
     trials: int = 0
+    resumed: int = 0  # of `trials`: records of earlier runs, replayed
     since_best: int = 0
     default_cost: float = math.inf
     history: list[tuple[int, float]] = dataclasses.field(default_factory=list)  # (global trial, best)
@@ -69,7 +70,15 @@ class TaskState:
         return self.search.best_cost
 
     def gflops(self) -> float:
+        """The task's direct-algorithm FLOPs per second of the best config (for Winograd or
+        Strassen an effective figure: they do fewer multiplications, see `effective`)."""
         return self.task.flops / self.best / 1e9 if math.isfinite(self.best) else 0.0
+
+    @property
+    def effective(self) -> bool:
+        """The best config runs a fast algorithm, so gflops() may exceed the machine's peak."""
+        algorithm = str((self.search.best_config or {}).get("algorithm", ""))
+        return algorithm.startswith(("winograd", "strassen"))
 
 
 @dataclasses.dataclass
@@ -130,6 +139,7 @@ class Tuner:
                 if rec.get("timing") == "model":  # timed inside a model: not a candidate's own time
                     continue
                 self._note(st, rec["config"], rec["mean_cost"] if rec.get("error") is None else math.inf)
+            st.resumed = st.trials
 
     def _note(self, st: TaskState, config: dict, cost: float) -> None:
         self.trials += 1

@@ -369,3 +369,26 @@ def test_search_prescreens_a_wide_pool_with_the_knob_only_model():
     assert len(out) == 8 and calls and max(calls) <= s.prescreen
     rows = [space.complete(c)["gemm_rows"] for c in out]
     assert sum(abs(r - 6) <= 1 for r in rows) >= 5, rows
+
+
+def test_the_summary_says_which_tasks_were_not_reached_and_what_came_from_earlier_runs():
+    """A task the budget never reached is "not reached (budget)", not a failure; trial
+    counts say how many were replayed from earlier runs; a Winograd best is labelled
+    effective GFLOP/s (its FLOPs are the direct algorithm's)."""
+    from autotune.cli_tune import _report
+    from autotune.tuner import TaskState, TuneSummary
+
+    rng = random.Random(0)
+    tasks = (_matmul(), _matmul(8, 16, 8), _matmul(4))
+    states = [TaskState(t, TaskSearch(t.space(), rng, 0.1)) for t in tasks]
+    ran, failed, _ = states
+    ran.search.record(ran.search.space.default(), 1e-5)
+    ran.search.best_config = {**ran.search.best_config, "algorithm": "winograd4"}
+    ran.trials, ran.resumed, ran.default_cost = 12, 8, 2e-5
+    failed.search.record(failed.search.space.default(), math.inf)
+    failed.trials = 3
+    text = _report(TuneSummary(trials=15, seconds=1.0, tasks=states))
+    lines = text.splitlines()
+    assert "effective GFLOP/s, 2.00x the default) after 12 trials, 8 of them from earlier runs" in lines[1]
+    assert lines[2].endswith("no valid measurement") and lines[3].endswith("not reached (budget)")
+    assert lines[-1].startswith("effective GFLOP/s: the direct algorithm's FLOPs")
