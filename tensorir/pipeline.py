@@ -59,6 +59,7 @@ from tensorir.compiler import (
 )
 from tensorir.errors import TirError
 from tensorir.graph.graph import Graph
+from tensorir.graph.printer import print_graph
 from tensorir.graph.verify import verify
 from tensorir.passes import Pass, copy_graph
 from tensorir.passes.canonicalize import canonicalize
@@ -130,10 +131,28 @@ def compile_model(
     target's lanes). `override_shapes`: as in from_onnx."""
     from tensorir.frontend.onnx import from_onnx
 
-    target = get_target(target)
+    target = get_target(target)  # a bad target is reported before the import
     raw = model_bytes(model)
-    block = layout_block or (lookup_config(records, model_key(raw, input_shapes)) or {}).get("layout_block")
     graph = from_onnx(model, input_shapes=input_shapes, override_shapes=override_shapes)
+    return compile_graph(graph, target, records, layout_block, raw=raw, input_shapes=input_shapes)
+
+
+def compile_graph(
+    graph: Graph,
+    target: Target | str = "host",
+    records: Any = None,
+    layout_block: int | None = None,
+    raw: bytes | None = None,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+) -> Build:
+    """Compile an imported graph (any frontend) for `target`, as compile_model does from the
+    graph passes on. `raw`: the model file's bytes, which name the model in the manifest and in
+    the records' model-level key (default: the printed graph). `input_shapes`: the shapes given
+    at import, part of that key."""
+    target = get_target(target)
+    if raw is None:
+        raw = print_graph(graph, constants=True).encode()
+    block = layout_block or (lookup_config(records, model_key(raw, input_shapes)) or {}).get("layout_block")
     graph = optimize(graph, target=target, layout_block=block)
     with debug.stage("lowering") as st:
         kernels = lower_kernels(graph, target, records)
