@@ -34,7 +34,7 @@ setup() {
   if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
     echo "quickstart: installing tensorir and its dependencies into $VENV"
     "$VENV/bin/python" -m pip install -q --upgrade pip
-    "$VENV/bin/python" -m pip install -q -e ".[dev]"
+    "$VENV/bin/python" -m pip install -q -e ".[dev,tf]"   # tf: the TensorFlow frontend's tests
     touch "$stamp"
   fi
 }

@@ -137,10 +137,10 @@ def load_graph(
 ) -> Graph:
     """A model (path or ModelProto) imported and optimized exactly as `tir compile` does
     (with this NCHW[x]c channel block, default the target's lanes)."""
-    from tensorir.frontend.onnx import from_onnx
+    from tensorir.frontend import load_graph_any
     from tensorir.pipeline import optimize
 
     if isinstance(model, str | os.PathLike):
         model = os.fspath(model)
-    g = from_onnx(model, input_shapes=input_shapes)
+    g = load_graph_any(model, input_shapes)
     return optimize(g, target=get_target(target), layout_block=layout_block)

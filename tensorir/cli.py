@@ -29,7 +29,14 @@ def parse_shape_arg(text: str) -> tuple[str, list[int]]:
 
 
 def _add_model_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", help="ONNX model file")
+    p.add_argument(
+        "model", help="model: .onnx, TensorFlow SavedModel folder, frozen .pb, Keras .keras / .h5, .tflite"
+    )
+    p.add_argument(
+        "--signature",
+        default="serving_default",
+        help="SavedModel: the signature to import (default serving_default)",
+    )
     p.add_argument(
         "--input-shape",
         action="append",
@@ -176,7 +183,16 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     from tensorir.tools.inspect import inspect_model
 
     shapes = dict(parse_shape_arg(s) for s in args.input_shape)
-    print(inspect_model(args.model, shapes, args.plan, args.target, override_shapes=args.override_shape))
+    print(
+        inspect_model(
+            args.model,
+            shapes,
+            args.plan,
+            args.target,
+            override_shapes=args.override_shape,
+            signature=args.signature,
+        )
+    )
     return 0
 
 
@@ -234,16 +250,19 @@ def _cmd_compile(args: argparse.Namespace) -> int:
         weights=args.weights,
         dump_dir=args.dump_dir,
         override_shapes=args.override_shape,
+        signature=args.signature,
     )
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from tensorir.tools.run import run_artifact_cli, run_model_cli
+    from tensorir.tools.run import run_artifact_cli, run_graph_model_cli, run_model_cli
 
     if args.threads < 0:
         raise TirError(f"--threads {args.threads}: expected 0 (all cores) or a positive count")
+    from tensorir.frontend import model_format
+
     tolerance = _tolerance(args)
-    if Path(args.model).is_dir():
+    if Path(args.model).is_dir() and model_format(args.model) != "tensorflow":
         given = [
             o
             for o, v in (("--backend", args.backend), ("--target", args.target), ("--records", args.records))
@@ -269,7 +288,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if backend == "ref" and (args.target or args.records):
         raise TirError(f"{'--target' if args.target else '--records'}: only with --backend compiled")
     target = args.target or "host"
-    return run_model_cli(
+    run_cli = run_model_cli
+    extra = {}
+    if model_format(args.model) != "onnx":
+        run_cli, extra = run_graph_model_cli, {"signature": args.signature}
+    return run_cli(
         args.model,
         inputs=args.input,
         input_shapes=dict(parse_shape_arg(s) for s in args.input_shape),
@@ -284,14 +307,18 @@ def _cmd_run(args: argparse.Namespace) -> int:
         tolerance=tolerance,
         profile=args.profile,
         threads=args.threads,
+        **extra,
     )
 
 
 def _cmd_diff(args: argparse.Namespace) -> int:
+    from tensorir.frontend import model_format
     from tensorir.frontend.onnx import check_model_file
     from tensorir.tools.diff import diff_cli
 
     tolerance = _tolerance(args)
+    if model_format(args.model) != "onnx":
+        raise TirError(f"{args.model}: tir diff compares layers with onnxruntime; it takes .onnx models only")
     check_model_file(args.model)
     return diff_cli(
         args.model,

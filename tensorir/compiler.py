@@ -62,9 +62,10 @@ class Build:
 
 
 def model_bytes(model: onnx.ModelProto | str | os.PathLike) -> bytes:
-    if isinstance(model, onnx.ModelProto):
-        return model.SerializeToString()
-    return Path(model).read_bytes()
+    """The bytes that identify a model (a file's, a SavedModel folder's digest)."""
+    from tensorir.frontend import model_bytes as frontend_model_bytes
+
+    return frontend_model_bytes(model)
 
 
 class _Weights:

@@ -2,7 +2,7 @@
 
 A compile (`compile_model`, then `write_build`), stage by stage:
 
-    import           frontend/onnx.py: the model -> graph IR (one converter per ONNX op)
+    import           frontend/: the model -> graph IR (onnx.py, tensorflow.py: one converter per op)
     graph passes     `optimize` below (list follows)
     lowering         compiler.lower_kernels: per op node, the algorithm choice, the compute
                      definition and the schedule of the target's kind (a tuning record's
@@ -22,7 +22,8 @@ Graph passes (tensorir/passes/, one file each; API in passes/__init__.py):
     fold_constants   nodes with constant inputs -> constants (numpy references)
     fold_batchnorm   batch_norm -> into conv/dense weights, else mul + add
     simplify         algebraic identities (reshape/transpose chains, x*1, clip -> relu, ...)
-      (these four repeat until none changes the graph: folding a transposed weight
+    transpose_sink   transposes down through elementwise/pad/reduce/concat so NHWC pairs cancel
+      (these five repeat until none changes the graph: folding a transposed weight
        makes a matmul canonicalize can turn into dense, and so on)
     dead_code        drop nodes no output depends on
     cse              merge duplicate nodes and small duplicate constants
@@ -71,6 +72,7 @@ from tensorir.passes.fuse_ops import fuse_ops
 from tensorir.passes.layout import layout_enabled, make_layout_pass
 from tensorir.passes.memory_plan import plan_memory
 from tensorir.passes.simplify import simplify
+from tensorir.passes.transpose_sink import transpose_sink
 from tensorir.target import Target, get_target
 
 MAX_ROUNDS = 4  # of the loop below; a round runs only if the one before changed the graph
@@ -94,6 +96,7 @@ def optimize(
         changed |= run(fold_constants, g, "fold constants" + tag)
         changed |= run(fold_batchnorm, g, "fold batchnorm" + tag)
         changed |= run(simplify, g, "simplify" + tag)
+        changed |= run(transpose_sink, g, "transpose sink" + tag)
         if not changed:
             break
     run(dead_code, g, "dead code")
@@ -123,17 +126,19 @@ def compile_model(
     records: Any = None,
     layout_block: int | None = None,
     override_shapes: bool = True,
+    signature: str = "serving_default",
 ) -> Build:
     """Compile a whole model for `target` up to the backend: every stage of the module
     docstring except codegen and packaging, which `write_build` (Build.write) runs.
     `records` gives tuned knob configs per workload (compiler.lookup_config) and the
     model-level `layout_block` (the NCHW[x]c channel block; argument > record > the
-    target's lanes). `override_shapes`: as in from_onnx."""
-    from tensorir.frontend.onnx import from_onnx
+    target's lanes). `override_shapes`: as in from_onnx; `signature`: a SavedModel's
+    signature (frontend.load_graph_any picks the frontend by the model's format)."""
+    from tensorir.frontend import load_graph_any
 
     target = get_target(target)  # a bad target is reported before the import
     raw = model_bytes(model)
-    graph = from_onnx(model, input_shapes=input_shapes, override_shapes=override_shapes)
+    graph = load_graph_any(model, input_shapes, signature=signature, override_shapes=override_shapes)
     return compile_graph(graph, target, records, layout_block, raw=raw, input_shapes=input_shapes)
 
 

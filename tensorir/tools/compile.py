@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from tensorir.errors import TirError
-from tensorir.frontend.onnx import check_model_file
+from tensorir.frontend import check_model_path
 from tensorir.pipeline import compile_model
 
 
@@ -22,13 +22,16 @@ def compile_cli(
     dump_dir: str | None = None,
     records: Any = None,
     override_shapes: bool = False,
+    signature: str = "serving_default",
 ) -> int:
     """Compile `model` into the folder `out` and print what was written (the CLI has run
     check_paths first: before the records are read)."""
     if dump_dir:
         os.environ["TIR_DUMP_DIR"] = dump_dir
     t0 = time.perf_counter()
-    build = compile_model(model, target, input_shapes, records=records, override_shapes=override_shapes)
+    build = compile_model(
+        model, target, input_shapes, records=records, override_shapes=override_shapes, signature=signature
+    )
     build.manifest["source_model"] = str(Path(model).resolve())
     folder = build.write(out, weights)
     seconds = time.perf_counter() - t0
@@ -49,7 +52,7 @@ def compile_cli(
 
 def check_paths(model: str, out: str) -> None:
     """Before any work: the model is a file and `out` can become the output folder."""
-    check_model_file(model)
+    check_model_path(model)
     path = Path(out)
     if path.exists() and not path.is_dir():
         raise TirError(f"-o {out}: is a file, expected a folder (new or existing)")

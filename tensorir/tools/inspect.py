@@ -37,10 +37,15 @@ def inspect_model(
     plan: bool = False,
     target: str | None = None,
     override_shapes: bool = False,
+    signature: str = "serving_default",
 ) -> str:
     """The summary `tir inspect` prints; with an OpenCL `target`, also which kernels run on
     the GPU and which ops have no GPU schedule (they run on the CPU, with transfers).
     A malformed graph or a bad `input_shapes` entry is an error, not a summary line."""
+    from tensorir.frontend import model_format
+
+    if model_format(path) != "onnx":
+        return inspect_graph_model(path, input_shapes, plan, target, override_shapes, signature)
     model = load_model(path)
     check_graph(model)
     check_input_shapes(model, input_shapes or {}, override_shapes)
@@ -123,3 +128,39 @@ def _plan_lines(graph: Graph) -> list[str]:
         f"  no-reuse total     {p.no_reuse:>14,} B  (planned = {p.workspace / nr:.3f} x)",
         f"  lower bound        {p.lower_bound:>14,} B  (planned = {p.workspace / lb:.3f} x)",
     ]
+
+
+def inspect_graph_model(
+    path: str,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    plan: bool = False,
+    target: str | None = None,
+    override_shapes: bool = False,
+    signature: str = "serving_default",
+) -> str:
+    """The summary of a model that is not ONNX (TensorFlow, TFLite), read from its imported
+    graph: inputs, outputs, graph-op histogram, parameters, FLOPs (unsupported ops are an error
+    from the import, listing them all)."""
+    from tensorir.frontend import load_graph_any, model_format
+
+    graph = load_graph_any(path, input_shapes, signature=signature, override_shapes=override_shapes)
+    consts = [graph.node(n) for n in graph.nx.nodes if graph.node(n).op == "constant"]
+    lines = [f"model: {path}  ({model_format(path)}, {len(graph.op_nodes())} graph ops after import)"]
+    lines.append("inputs:")
+    lines += [f"  {graph.node(n).name}: {graph.node(n).outputs[0]}" for n in graph.graph_inputs()]
+    lines.append("outputs:")
+    lines += [f"  {name}: {graph.type_of(v)}" for name, v in graph.outputs]
+    nbytes = sum(c.outputs[0].nbytes for c in consts)
+    params = sum(c.outputs[0].size for c in consts)
+    lines.append(f"parameters: {params:,} ({_human(nbytes, 'B')}) in {len(consts)} constants")
+    hist = collections.Counter(graph.node(n).op for n in graph.op_nodes())
+    lines.append("ops (graph IR):")
+    lines += [f"  {op:<24} {count}" for op, count in sorted(hist.items(), key=lambda kv: (-kv[1], kv[0]))]
+    lines.append("unsupported: none")
+    flops = graph_flops(graph)
+    lines.append(f"FLOPs: {_human(flops)} ({flops:,})")
+    if plan:
+        lines += _plan_lines(graph)
+    if target is not None:
+        lines += _placement_lines(graph, target)
+    return "\n".join(lines)

@@ -158,11 +158,25 @@ def _describe(name: str, out: np.ndarray) -> str:
     return line
 
 
+Reference = onnx.ModelProto | Callable[[Mapping[str, np.ndarray]], list[np.ndarray]]
+
+
+def _reference_outputs(ref: Reference | None, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray] | None:
+    """onnxruntime's outputs for an ONNX model, or those of a reference callable (TensorFlow)."""
+    if ref is None:
+        return None
+    return run_onnxruntime(ref, feeds) if isinstance(ref, onnx.ModelProto) else ref(feeds)
+
+
+def _reference_name(ref: Reference | None) -> str:
+    return "onnxruntime" if isinstance(ref, onnx.ModelProto) else "tensorflow"
+
+
 def report(
     names: Sequence[str],
     run: Callable[[Mapping[str, np.ndarray]], list[np.ndarray]],
     samples: Sequence[Sample],
-    ort_model: onnx.ModelProto | None,
+    ort_model: Reference | None,
     tolerance: Tolerance,
     save_dir: str | None,
 ) -> int:
@@ -173,13 +187,13 @@ def report(
         if label:
             print(f"sample {label}:")
         outs = run(feeds)
-        theirs = run_onnxruntime(ort_model, feeds) if ort_model is not None else None
+        theirs = _reference_outputs(ort_model, feeds)
         for i, (name, out) in enumerate(zip(names, outs, strict=True)):
             line = _describe(name, out)
             if theirs is not None:
                 figs = figures(out, theirs[i])
                 ok = tolerance.passes(figs)
-                line += f"  vs onnxruntime: {figs.text()} {'ok' if ok else 'FAIL'}"
+                line += f"  vs {_reference_name(ort_model)}: {figs.text()} {'ok' if ok else 'FAIL'}"
                 failed += [] if ok else [f"{label}/{name}" if label else name]
             print(("  " if label else "") + line)
             if save_dir:
@@ -251,7 +265,7 @@ def _run_module(
     mod: Any,
     samples: Sequence[Sample],
     seed: int,
-    ort_model: onnx.ModelProto | None,
+    ort_model: Reference | None,
     tolerance: Tolerance,
     save_dir: str | None,
     profile: bool,
@@ -317,3 +331,57 @@ def run_artifact_cli(
             raise TirError(f"--compare-ort: give the ONNX model with --onnx (not found: {source})")
         ort_model = load_model(source)
     return _run_module(mod, samples, seed, ort_model, tolerance, save_dir, profile, threads)
+
+
+def run_graph_model_cli(
+    path: str,
+    inputs: Sequence[str] = (),
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    compare_ort: bool = False,
+    seed: int = 0,
+    save_dir: str | None = None,
+    override_shapes: bool = False,
+    inputs_dir: str | None = None,
+    backend: str = "compiled",
+    target: str = "host",
+    records: Any = None,
+    tolerance: Tolerance = DEFAULT,
+    profile: bool = False,
+    threads: int = 0,
+    signature: str = "serving_default",
+) -> int:
+    """`tir run` for a model that is not ONNX (TensorFlow, TFLite): imported by its frontend,
+    compiled for `target` (or run by the reference interpreter); --compare-ort compares a
+    TensorFlow model with TensorFlow's own outputs."""
+    from tensorir.frontend import load_graph_any, model_format
+    from tensorir.pipeline import compile_model, load_folder
+
+    g = load_graph_any(path, input_shapes, signature=signature, override_shapes=override_shapes)
+    samples = given_samples(inputs, inputs_dir, {n: np_dtype(g.type_of(v).dtype) for n, v in _inputs(g)})
+    ref = None
+    if compare_ort:
+        if model_format(path) != "tensorflow":
+            raise TirError(
+                f"--compare-ort: no reference runtime for {path} (ONNX and TensorFlow models only)"
+            )
+        from tensorir.frontend.tensorflow import tf_reference
+
+        ref = tf_reference(path, signature)
+    if backend == "ref":
+        feeds = [(label, random_inputs(g, given, seed)) for label, given in samples]
+        return report(
+            [n for n, _ in g.outputs], lambda f: run_reference(g, f), feeds, ref, tolerance, save_dir
+        )
+    build = compile_model(
+        path, target, input_shapes, records=records, override_shapes=override_shapes, signature=signature
+    )
+    with tempfile.TemporaryDirectory(prefix="tir-run-") as tmp:
+        mod = load_folder(build.write(tmp))
+        print(f"compiled {path} for {mod.manifest['target']}: {len(build.kernels)} kernels")
+        return _run_module(mod, samples, seed, ref, tolerance, save_dir, profile, threads)
+
+
+def _inputs(g: Graph) -> list[tuple[str, Any]]:
+    from tensorir.graph.graph import Value
+
+    return [(g.node(n).name, Value(n)) for n in g.graph_inputs()]

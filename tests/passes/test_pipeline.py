@@ -19,7 +19,15 @@ from tensorir.runtime.reference import run_reference
 
 from .helpers import assert_same_results, const
 
-PASSES = ["canonicalize", "fold constants", "fold batchnorm", "simplify", "dead code", "cse"]
+PASSES = [
+    "canonicalize",
+    "fold constants",
+    "fold batchnorm",
+    "simplify",
+    "transpose sink",
+    "dead code",
+    "cse",
+]
 
 
 def _mlp() -> Graph:
@@ -67,13 +75,13 @@ def test_debug_level_2_prints_each_pass_and_marks_unchanged(monkeypatch, capsys)
     err = capsys.readouterr().err
     lines = [line.removeprefix("[tir] ") for line in err.splitlines() if line.startswith("[tir]")]
     stages = [line.split(":")[0] for line in lines]
-    round2 = [p + " (round 2)" for p in PASSES[:4]]
-    assert stages == [*PASSES[:4], *round2, *PASSES[4:], "layout", "fuse ops"]
+    round2 = [p + " (round 2)" for p in PASSES[:5]]
+    assert stages == [*PASSES[:5], *round2, *PASSES[5:], "layout", "fuse ops"]
     unchanged = [line.split(":")[0] for line in lines if line.endswith("(unchanged)")]
     # round 1: canonicalize rewrote the gemm, fold batchnorm folded into the dense;
     # round 2 found nothing; dead code removed the exp, cse merged the reshapes;
     # layout found no conv; fuse ops fused dense + add + relu
-    assert unchanged == ["fold constants", "simplify", *round2, "layout"]
+    assert unchanged == ["fold constants", "simplify", "transpose sink", *round2, "layout"]
     assert err.count("graph mlp(") == len(stages) - len(unchanged)  # only changed passes print
     assert "dense(%x, %c16)" in err
 
