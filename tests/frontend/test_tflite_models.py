@@ -1,6 +1,6 @@
 """TFLite frontend on whole Keras models (float32 and fp16 weights): the imported graph on the
 reference path and compiled for the host match the TFLite interpreter, and the optimized graph
-keeps no transpose between two convolutions."""
+keeps no transpose between two convolutions; the mixed model on linux-arm64 (qemu) and android-arm64."""
 
 from __future__ import annotations
 
@@ -65,3 +65,15 @@ def test_no_transpose_between_convolutions(tflite_files, name):
     assert transposes_between_convs(g) == []
     ops = [g.node(n).op for n in g.op_nodes()]
     assert ops.count("transpose") <= 2, ops  # NHWC graph input -> NCHW, NCHW -> NHWC graph output
+
+
+def test_arm64_builds(tflite_files, tmp_path):
+    """linux-arm64 runs under qemu and matches; android-arm64 exports an AArch64 library."""
+    path = tflite_files["mixed"]
+    feeds = tc.seeded_inputs(path)
+    g = from_tflite(path)
+    module = load_folder(compile_graph(g, "linux-arm64", raw=path.read_bytes()).write(tmp_path / "linux"))
+    tc.close(_outputs(g, module.run(feeds)), tc.interpret(path, feeds))
+    folder = compile_graph(g, "android-arm64", raw=path.read_bytes()).write(tmp_path / "android")
+    header = (folder / "libmodel.so").read_bytes()[:20]
+    assert header[:4] == b"\x7fELF" and int.from_bytes(header[18:20], "little") == 183  # EM_AARCH64
