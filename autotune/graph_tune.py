@@ -14,7 +14,6 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 import numpy as np
 
@@ -43,8 +42,9 @@ def tune_layout(
     the model has nothing to pack)."""
     import tensorir as tir
     from tensorir.compiler import model_key
+    from tensorir.frontend import model_bytes
 
-    key = model_key(Path(model).read_bytes(), input_shapes)
+    key = model_key(model_bytes(model), input_shapes)
     done = {r["config"].get("layout_block"): r for r in db.workload_records(key, device, target)}
     todo = [b for b in layout_choices(target) if b not in done]
     if todo:  # all choices measured together, interleaved (one at a time drifts with the machine)

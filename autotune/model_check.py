@@ -22,7 +22,6 @@ import dataclasses
 import os
 import time
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -131,9 +130,10 @@ def check_in_model(
     in-model records, then time the whole model without records and with the checked ones."""
     from autotune.records import Records
     from tensorir.compiler import model_key
+    from tensorir.frontend import model_bytes
 
     records = Records.open(db.path, False, device=device)
-    mkey = model_key(Path(model).read_bytes(), input_shapes)
+    mkey = model_key(model_bytes(model), input_shapes)
     layout = {mkey: records.best(mkey)} if mkey in records else {}
     plain, tuned = (_compile(model, target, input_shapes, r, threads) for r in (layout, records))
     timed = profile_interleaved([plain, tuned], rounds)

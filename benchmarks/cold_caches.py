@@ -76,6 +76,7 @@ def main() -> int:
     from autotune.task import extract_tasks, load_graph
     from tensorir.compiler import model_key
     from tensorir.devices import get_tuning_device
+    from tensorir.frontend import model_bytes
     from tensorir.target import get_target
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -91,7 +92,7 @@ def main() -> int:
     recs = None
     if args.records:
         recs = Records.for_target(get_target(target), db=args.records, logs=False, threads=args.threads)
-    mkey = model_key(path.read_bytes(), None)
+    mkey = model_key(model_bytes(path), None)
     layout = {mkey: recs.best(mkey)} if recs and recs.best(mkey) else {}
     block = layout.get(mkey, {}).get("layout_block")
     tasks = extract_tasks(load_graph(path, target, layout_block=block), target)[: args.tasks]

@@ -62,12 +62,14 @@ def test_a_wrong_gpu_result_is_an_error_not_a_timing():
     assert r.error is not None and "wrong result" in r.error and r.cost == math.inf
 
 
-def test_tir_tune_on_pocl_and_compile_with_its_records(tmp_path, capsys):
+def test_tir_tune_on_pocl_and_compile_with_its_records(tmp_path, capsys, monkeypatch):
     """`tir tune --device pocl` fills the database under PoCL's device key (profile + device
     name); `tir compile --target opencl:pocl` finds those records by itself, says which
     device key it used, and the model still matches onnxruntime."""
     from autotune.database import Database
     from tensorir.cli import main
+
+    monkeypatch.chdir(tmp_path)  # only the test's database: not the repository's tuning_logs/
 
     db, out = tmp_path / "t.db", tmp_path / "build"
     model = str(Path(__file__).resolve().parents[2] / "examples" / "tiny_cnn.onnx")
