@@ -7,7 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 APT_PACKAGES=(qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross lld-14 llvm-14   # ARM64 cross build + qemu runs
-              pocl-opencl-icd ocl-icd-libopencl1 clang-15)   # OpenCL on the CPU (tests); clang builds the OpenCL host runtime
+              pocl-opencl-icd ocl-icd-libopencl1 clang-15   # OpenCL on the CPU (tests); clang builds the OpenCL host runtime
+              valgrind)   # memcheck of the compiled zoo (tests/e2e/test_memcheck.py)
 VENV=.venv
 PY=${PYTHON:-python3}
 

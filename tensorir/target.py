@@ -8,6 +8,13 @@ of threads. Named targets:
     linux-arm64    aarch64-unknown-linux-gnu, cortex-a76, NEON (128-bit, 32 registers)
     android-arm64  aarch64-linux-android24, cortex-a76, NEON
     <arm64 target>:CPU   the same for another core (-mcpu), e.g. android-arm64:cortex-a55
+    x86_64-v2      x86-64 microarchitecture level 2: SSE4.2 (128-bit vectors), any x86-64 of
+                   the last 15 years
+    x86_64-v3      level 3: AVX2 + FMA (256-bit), e.g. Haswell and later, Zen
+    x86_64-v4      level 4: AVX-512 F/BW/CD/DQ/VL (512-bit, 32 registers)
+
+The x86-64 levels build for machines other than the one compiling (and for tools that cannot
+run every instruction of this one: valgrind stops at the first AVX-512 one).
 
 and OpenCL targets (kind "opencl": GPU kernels in OpenCL C, host code and the kernels
 without a GPU schedule for the CPU named before the '+'; host when none):
@@ -136,7 +143,23 @@ _ARM64 = {
 
 ARM64_CPUS = ("cortex-a76", "cortex-a55")  # the first is the default of an arm64 target
 
-TARGET_NAMES = ("host", *_ARM64, "<arm64 target>:CPU", "opencl[:PROFILE]", "android-arm64+opencl[:PROFILE]")
+_V2 = "+sse,+sse2,+sse3,+ssse3,+sse4.1,+sse4.2,+popcnt,+cx16,+sahf"
+_V3 = _V2 + ",+avx,+avx2,+fma,+f16c,+bmi,+bmi2,+lzcnt,+movbe,+xsave"
+_V4 = _V3 + ",+avx512f,+avx512bw,+avx512cd,+avx512dq,+avx512vl"
+X86_LEVELS = {  # name: (LLVM cpu, features, vector bits, vector registers)
+    "x86_64-v2": ("x86-64-v2", _V2, 128, 16),
+    "x86_64-v3": ("x86-64-v3", _V3, 256, 16),
+    "x86_64-v4": ("x86-64-v4", _V4, 512, 32),
+}
+
+TARGET_NAMES = (
+    "host",
+    *_ARM64,
+    "<arm64 target>:CPU",
+    *X86_LEVELS,
+    "opencl[:PROFILE]",
+    "android-arm64+opencl[:PROFILE]",
+)
 
 
 def _opencl_target(name: str) -> Target:
@@ -156,7 +179,7 @@ def _opencl_target(name: str) -> Target:
 
 
 def get_target(name: str | Target) -> Target:
-    """A named target ('host', 'linux-arm64', 'android-arm64', 'opencl:pocl',
+    """A named target ('host', 'linux-arm64', 'android-arm64', 'x86_64-v3', 'opencl:pocl',
     'android-arm64+opencl:adreno640'); a Target passes through."""
     if isinstance(name, Target):
         return name
@@ -164,6 +187,10 @@ def get_target(name: str | Target) -> Target:
         return _opencl_target(name)
     if name == "host":
         return host_target()
+    if name in X86_LEVELS:
+        cpu, features, bits, regs = X86_LEVELS[name]
+        triple = "x86_64-unknown-linux-gnu"
+        return Target(name, "llvm", triple, cpu, features, vector_bits=bits, num_vector_registers=regs)
     base, _, cpu = name.partition(":")
     if base in _ARM64:
         if cpu and cpu not in ARM64_CPUS:

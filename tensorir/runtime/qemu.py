@@ -60,21 +60,30 @@ int main(int argc, char **argv) {
   for (int k = nin; k < nin + nout; k++) {
     FILE *f = fopen(paths[k], "wb"); fwrite(bufs[k], 1, sizes[k], f); fclose(f);
   }
+  void (*destroy)(void *) = (void (*)(void *))dlsym(h, "tir_destroy");
+  if (destroy) destroy(model);
+  for (int k = 0; k < nin + nout; k++) free(bufs[k]);
+  dlclose(h);
   return rc;
 }
 """
 
 
-def model_driver() -> Path:
+def model_driver(cross: bool = True) -> Path:
+    """The driver built for linux-arm64 (run under qemu), or for this machine (`cross`
+    False: e.g. to run an x86-64 library under valgrind)."""
     key = hashlib.sha1(_MODEL_DRIVER.encode()).hexdigest()[:12]
     d = _work_dir("qemu")
-    exe = d / f"model-driver-{key}"
+    exe = d / f"model-driver-{key}{'' if cross else '-host'}"
     if not exe.exists():
         src = d / f"model-driver-{key}.c"
         src.write_text(_MODEL_DRIVER)
-        gcc = find_tool("aarch64-linux-gnu-gcc", "gcc-aarch64-linux-gnu libc6-dev-arm64-cross")
+        if cross:
+            cc = find_tool("aarch64-linux-gnu-gcc", "gcc-aarch64-linux-gnu libc6-dev-arm64-cross")
+        else:
+            cc = find_tool("clang", "clang-15")
         tmp = d / f"model-driver-{key}.{os.getpid()}"
-        _run([gcc, "-O2", "-o", str(tmp), str(src), "-ldl"], "aarch64-linux-gnu-gcc")
+        _run([cc, "-O2", "-g", "-o", str(tmp), str(src), "-ldl"], f"{Path(cc).name} (model driver)")
         tmp.replace(exe)
     return exe
 

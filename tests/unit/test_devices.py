@@ -54,13 +54,15 @@ def test_query_profile_is_this_machines_pocl():
         "max_work_item_sizes",
         "local_mem_bytes",
         "image_support",
-        "image2d_max_width",
-        "image2d_max_height",
         "fp16",
         "preferred_vector_width_float",
         "mem_base_addr_align_bits",
     )
     assert {k: getattr(here, k) for k in same} == {k: getattr(pocl, k) for k in same}
+    # PoCL derives its image limits from the memory it finds (8192 or 16384 here, from one
+    # run to the next): the profile's are the lower bound a compile may count on
+    assert here.image2d_max_width >= pocl.image2d_max_width
+    assert here.image2d_max_height >= pocl.image2d_max_height
     assert 1 <= here.compute_units <= (os.cpu_count() or 1)
 
 
