@@ -17,6 +17,8 @@ from tensorir.codegen.link import build_shared_library, dynamic_symbols, needed_
 from tensorir.codegen.parallel import LIBC_SYMBOLS
 from tests.codegen import kernels as K
 
+pytestmark = pytest.mark.arm64
+
 LIBM = (
     "expf",
     "logf",

@@ -18,6 +18,7 @@ from tensorir.graph.types import TensorType, np_dtype
 from tensorir.ops.kernel import op_kernel, scratch_arrays
 from tensorir.ops.registry import get_op
 
+pytestmark = pytest.mark.arm64
 RNG = np.random.default_rng(3)
 
 

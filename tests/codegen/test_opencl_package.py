@@ -285,6 +285,7 @@ int main(int argc, char **argv) {
 """
 
 
+@pytest.mark.arm64
 def test_linux_arm64_under_qemu_reports_no_opencl(tmp_path):
     d = build(tmp_path / "arm", "linux-arm64", with_cpu=False)
     lib = d / "libmodel.so"

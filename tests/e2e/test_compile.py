@@ -85,6 +85,7 @@ def test_wrong_input_shape_is_a_clear_error(small):
         mod.run({"x": feeds["x"], "z": feeds["x"]})
 
 
+@pytest.mark.arm64
 def test_linux_arm64_artifact_matches_under_qemu(small):
     model, feeds, refs = small
     mod = tir.compile(model, target="linux-arm64")

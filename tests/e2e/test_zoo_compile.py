@@ -36,5 +36,6 @@ def test_zoo_model_on_host_matches_onnxruntime(name):
     _check(name, "host")
 
 
+@pytest.mark.arm64
 def test_mobilenet_v2_96_on_linux_arm64_matches_under_qemu():
     _check("mobilenet_v2_96", "linux-arm64")

@@ -1,0 +1,26 @@
+"""Session-wide test set-up.
+
+Every test session gets its own tensorir cache folder (TIR_CACHE_DIR): compiled kernel
+objects, qemu drivers, stub libraries, the OpenCL runtime object, PoCL's kernel cache and the
+default tuning database (autotune/database.py) go to a temporary folder, never to the user's
+~/.cache/tensorir. Child processes the tests start inherit it.
+
+Markers (registered in pyproject.toml): `arm64` marks the tests that need the ARM64 cross
+packages (qemu-user, gcc-aarch64-linux-gnu, libc6-dev-arm64-cross): they run linux-arm64
+code under qemu-aarch64 or link against the aarch64 glibc. They fail when a tool is missing;
+`./quickstart.sh test` deselects them (`-m "not arm64"`, saying so) only for a user who is
+not root and lacks those packages.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _tensorir_cache_in_tmp(tmp_path_factory):
+    with pytest.MonkeyPatch.context() as mp:
+        cache = tmp_path_factory.mktemp("tir-cache")
+        mp.setenv("TIR_CACHE_DIR", str(cache))
+        mp.setenv("POCL_CACHE_DIR", str(cache / "pocl"))  # as tensorir.devices would set it
+        yield
