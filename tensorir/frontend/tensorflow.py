@@ -132,7 +132,7 @@ def _load_saved_model(tf: Any, p: Path, signature: str) -> TFModel:
     try:
         loaded = tf.saved_model.load(str(p))
     except Exception as e:  # TF raises many kinds for a broken folder
-        raise ModelError(f"{p}: cannot load the SavedModel: {_first_line(e)}") from None
+        loaded = _load_without_slots(tf, p, e)
     sigs = dict(loaded.signatures)
     if signature not in sigs:
         have = ", ".join(sorted(sigs)) or "none"
@@ -143,6 +143,41 @@ def _load_saved_model(tf: Any, p: Path, signature: str) -> TFModel:
         sorted(outs) if isinstance(outs, dict) else [f"output_{i}" for i in range(len(tf.nest.flatten(outs)))]
     )
     return _freeze(tf, fn, names, p.name)
+
+
+def _load_without_slots(tf: Any, p: Path, error: Exception) -> Any:
+    """The SavedModel loaded with its optimizer's slot variables left out of the object graph: a
+    Keras 2 model saved with its optimizer names slots that TF >= 2.16 cannot revive ('_UserObject'
+    object has no attribute 'add_slot'); inference never reads them. A copy of saved_model.pb
+    without them, next to links to the original variables and assets."""
+    import tempfile
+
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    failed = ModelError(f"{p}: cannot load the SavedModel: {_first_line(error)}")
+    sm = saved_model_pb2.SavedModel()
+    try:
+        sm.ParseFromString((p / "saved_model.pb").read_bytes())
+    except Exception:
+        raise failed from None
+    nodes = [n for g in sm.meta_graphs for n in g.object_graph_def.nodes if n.slot_variables]
+    if not nodes:
+        raise failed
+    for n in nodes:
+        del n.slot_variables[:]
+    with tempfile.TemporaryDirectory() as d:
+        (Path(d) / "saved_model.pb").write_bytes(sm.SerializeToString())
+        for sub in p.iterdir():
+            if sub.name != "saved_model.pb":
+                (Path(d) / sub.name).symlink_to(sub.resolve())
+        level = tf.get_logger().level
+        tf.get_logger().setLevel("ERROR")  # one warning per slot value left in the checkpoint
+        try:
+            return tf.saved_model.load(d)
+        except Exception:
+            raise failed from None
+        finally:
+            tf.get_logger().setLevel(level)
 
 
 def _load_keras(tf: Any, p: Path) -> TFModel:

@@ -2,7 +2,8 @@
 
 TF broadcasting is numpy's, as the graph IR's elementwise ops. Ops without a graph op of
 their own are spelled with the ones there are: Rsqrt = reciprocal(sqrt), Relu6 = clip(0, 6),
-SquaredDifference = (a - b)^2, Erfc = 1 - erf.
+SquaredDifference = (a - b)^2, Erfc = 1 - erf,
+DivNoNan = where(y == 0, 0, x / y).
 """
 
 from __future__ import annotations
@@ -141,6 +142,14 @@ def clip_by_value(ctx: TFContext, node: NodeDef) -> list[Value]:
 @tf_converter("SelectV2", "Select")
 def select(ctx: TFContext, node: NodeDef) -> list[Value]:
     return ctx.add("where", [ctx.input(node, i) for i in range(3)], node=node)
+
+
+@tf_converter("DivNoNan")
+def div_no_nan(ctx: TFContext, node: NodeDef) -> list[Value]:
+    x, y = ctx.input(node, 0), ctx.input(node, 1)
+    zero = _scalar(ctx, y, 0.0)
+    quotient = ctx.add1("div", [x, y])
+    return ctx.add("where", [ctx.add1("equal", [y, zero]), zero, quotient], node=node)
 
 
 @tf_converter(*REDUCE)
