@@ -93,9 +93,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("inspect", help="inputs, outputs, op histogram, parameters and FLOPs of a model")
     _add_model_args(p)
-    p.add_argument("--plan", action="store_true", help="also report the static memory plan")
+    p.add_argument(
+        "--plan",
+        action="store_true",
+        help="also report the memory plan of the model compiled for --target (default host): the "
+        "workspace it allocates (activations and kernel scratch), its lower bound and no-reuse total",
+    )
     p.add_argument(
         "--target", help="also say where each kernel runs for this target (e.g. opencl: GPU or CPU)"
+    )
+    p.add_argument(
+        "--records",
+        default="auto",
+        metavar="SRC",
+        help="with --plan: the tuning records the compile uses, as tir compile (auto)",
     )
     p.set_defaults(func=_cmd_inspect)
 
@@ -183,6 +194,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
     from tensorir.tools.inspect import inspect_model
 
     shapes = dict(parse_shape_arg(s) for s in args.input_shape)
+    records = _open_records(args.records, None, args.target or "host") if args.plan else None
     print(
         inspect_model(
             args.model,
@@ -191,6 +203,7 @@ def _cmd_inspect(args: argparse.Namespace) -> int:
             args.target,
             override_shapes=args.override_shape,
             signature=args.signature,
+            records=records,
         )
     )
     return 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import onnx
@@ -13,6 +14,7 @@ from tensorir.errors import TirError
 from tensorir.frontend.onnx import check_graph, check_input_shapes, check_supported, from_onnx, load_model
 from tensorir.graph.flops import graph_flops
 from tensorir.graph.graph import Graph
+from tensorir.graph.types import TensorType
 from tensorir.passes.memory_plan import plan_memory
 
 
@@ -38,14 +40,17 @@ def inspect_model(
     target: str | None = None,
     override_shapes: bool = False,
     signature: str = "serving_default",
+    records: Any = None,
 ) -> str:
     """The summary `tir inspect` prints; with an OpenCL `target`, also which kernels run on
     the GPU and which ops have no GPU schedule (they run on the CPU, with transfers).
-    A malformed graph or a bad `input_shapes` entry is an error, not a summary line."""
+    `plan`: also the memory plan of the model compiled for `target` (default host) with
+    `records`, as `tir compile` builds it. A malformed graph or a bad `input_shapes` entry is
+    an error, not a summary line."""
     from tensorir.frontend import model_format
 
     if model_format(path) != "onnx":
-        return inspect_graph_model(path, input_shapes, plan, target, override_shapes, signature)
+        return inspect_graph_model(path, input_shapes, plan, target, override_shapes, signature, records)
     model = load_model(path)
     check_graph(model)
     check_input_shapes(model, input_shapes or {}, override_shapes)
@@ -81,7 +86,7 @@ def inspect_model(
     flops = graph_flops(graph)
     lines.append(f"FLOPs: {_human(flops)} ({flops:,})")
     if plan:
-        lines += _plan_lines(graph)
+        lines += _plan_lines(path, input_shapes, target, records, override_shapes, signature)
     if target is not None:
         lines += _placement_lines(graph, target)
     return "\n".join(lines)
@@ -117,17 +122,55 @@ def _placement_lines(graph: Graph, target_name: str) -> list[str]:
     return lines
 
 
-def _plan_lines(graph: Graph) -> list[str]:
-    from tensorir.pipeline import optimize
+def _plan_lines(
+    path: str,
+    input_shapes: Mapping[str, Sequence[int]] | None,
+    target_name: str | None,
+    records: Any,
+    override_shapes: bool,
+    signature: str,
+) -> list[str]:
+    """The memory of the model compiled as `tir compile` compiles it (same target, same tuning
+    records: they choose the algorithms, hence the kernels' scratch): the workspace tir_create
+    allocates (activations between kernels and the kernels' scratch, planned together), beside
+    the activations alone, the no-reuse total and the lower bound."""
+    from tensorir.pipeline import compile_model
+    from tensorir.target import get_target
 
-    p = plan_memory(optimize(graph))
-    lb, nr = max(p.lower_bound, 1), max(p.no_reuse, 1)
-    return [
-        "memory plan (activations of the optimized, fused graph; one workspace):",
-        f"  planned workspace  {p.workspace:>14,} B  ({_human(p.workspace, 'B')}, {len(p.buffers)} tensors)",
-        f"  no-reuse total     {p.no_reuse:>14,} B  (planned = {p.workspace / nr:.3f} x)",
-        f"  lower bound        {p.lower_bound:>14,} B  (planned = {p.workspace / lb:.3f} x)",
+    target = get_target(target_name or "host")
+    build = compile_model(
+        path, target, input_shapes, records=records, override_shapes=override_shapes, signature=signature
+    )
+    m = build.manifest
+    ws, nr, lb = m["workspace_bytes"], max(m["workspace_no_reuse"], 1), max(m["workspace_lower_bound"], 1)
+    scratch = [n for f in build.kernels for n in scratch_bytes(f)]
+    activations = plan_memory(build.graph)
+    held = _count(len(activations.buffers), "activation tensor") + ", "
+    held += _count(len(scratch), "kernel scratch buffer")
+    lines = [
+        f"memory plan (compiled for {target.name}; one workspace, allocated once by tir_create):",
+        f"  workspace allocated {ws:>14,} B  ({_human(ws, 'B')}: {held})",
+        f"    activations alone {activations.workspace:>14,} B  (the plan without the kernels' scratch)",
+        f"    kernel scratch    {sum(scratch):>14,} B  in all (the largest {max(scratch, default=0):,} B; "
+        "each alive only while its kernel runs)",
+        f"  no-reuse total      {m['workspace_no_reuse']:>14,} B  (allocated = {ws / nr:.3f} x)",
+        f"  lower bound         {m['workspace_lower_bound']:>14,} B  (allocated = {ws / lb:.3f} x)",
     ]
+    if target.kind == "opencl" and any(c.device == "cpu" for c in build.calls):
+        lines.append("  (a device buffer of that size, and a host copy of it for the kernels on the CPU)")
+    elif target.kind == "opencl":
+        lines.append("  (a device buffer of that size)")
+    return lines
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+def scratch_bytes(func: Any) -> list[int]:
+    """The byte sizes of a kernel's scratch parameters (its last `num_scratch` ones)."""
+    n = func.attrs.get("num_scratch", 0)
+    return [TensorType(b.shape, b.dtype).nbytes for b in (func.params[len(func.params) - n :] if n else ())]
 
 
 def inspect_graph_model(
@@ -137,6 +180,7 @@ def inspect_graph_model(
     target: str | None = None,
     override_shapes: bool = False,
     signature: str = "serving_default",
+    records: Any = None,
 ) -> str:
     """The summary of a model that is not ONNX (TensorFlow, TFLite), read from its imported
     graph: inputs, outputs, graph-op histogram, parameters, FLOPs (unsupported ops are an error
@@ -160,7 +204,7 @@ def inspect_graph_model(
     flops = graph_flops(graph)
     lines.append(f"FLOPs: {_human(flops)} ({flops:,})")
     if plan:
-        lines += _plan_lines(graph)
+        lines += _plan_lines(path, input_shapes, target, records, override_shapes, signature)
     if target is not None:
         lines += _placement_lines(graph, target)
     return "\n".join(lines)

@@ -123,4 +123,4 @@ def test_process_exit_status_and_traceback_switch(tmp_path, debug):
 def test_inspect_plan_reports_workspace_bounds(tmp_path, capsys):
     assert main(["inspect", _save(_tiny_model(), tmp_path / "t.onnx"), "--plan"]) == 0
     out = capsys.readouterr().out
-    assert "planned workspace" in out and "no-reuse total" in out and "lower bound" in out
+    assert "workspace allocated" in out and "no-reuse total" in out and "lower bound" in out
