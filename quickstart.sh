@@ -74,7 +74,7 @@ setup() {
   if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
     echo "quickstart: installing tensorir and its dependencies into $VENV"
     "$VENV/bin/python" -m pip install -q --upgrade pip
-    "$VENV/bin/python" -m pip install -q -e ".[dev,tf]"   # tf: the TensorFlow frontend's tests
+    "$VENV/bin/python" -m pip install -q -e ".[dev,tf,plot]"   # tf: the TensorFlow frontend; plot: tir tune --plot
     touch "$stamp"
   fi
 }

@@ -345,9 +345,20 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     )
 
 
+def _check_optional_dependencies(args: argparse.Namespace) -> None:
+    """A flag whose package is an optional extra (pyproject.toml) that is not installed: one
+    line before any work, not an ImportError after a tuning run."""
+    import importlib.util
+
+    plot = args.command == "tune" and getattr(args, "plot", None)
+    if plot and importlib.util.find_spec("matplotlib") is None:
+        raise TirError("--plot needs matplotlib, which is not installed: pip install -e '.[plot]'")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        _check_optional_dependencies(args)
         return args.func(args)
     except TirError as e:
         if config.debug_level() >= 1:
