@@ -3,7 +3,8 @@
 Every test session gets its own tensorir cache folder (TIR_CACHE_DIR): compiled kernel
 objects, qemu drivers, stub libraries, the OpenCL runtime object, PoCL's kernel cache and the
 default tuning database (autotune/database.py) go to a temporary folder, never to the user's
-~/.cache/tensorir. Child processes the tests start inherit it.
+~/.cache/tensorir; so does XDG_CACHE_HOME (pyopencl's invoker cache). Child processes the
+tests start inherit them.
 
 Markers (registered in pyproject.toml): `arm64` marks the tests that need the ARM64 cross
 packages (qemu-user, gcc-aarch64-linux-gnu, libc6-dev-arm64-cross): they run linux-arm64
@@ -23,4 +24,5 @@ def _tensorir_cache_in_tmp(tmp_path_factory):
         cache = tmp_path_factory.mktemp("tir-cache")
         mp.setenv("TIR_CACHE_DIR", str(cache))
         mp.setenv("POCL_CACHE_DIR", str(cache / "pocl"))  # as tensorir.devices would set it
+        mp.setenv("XDG_CACHE_HOME", str(cache / "xdg"))  # pyopencl's own (pytools) cache
         yield
