@@ -17,6 +17,7 @@ the target each device compiles for and how its candidates are measured.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -256,6 +257,14 @@ def load_pyopencl() -> Any:
     except ImportError as e:
         raise TirError(f"no OpenCL device found: pyopencl is not installed ({e})") from None
     return cl
+
+
+def preload_opencl() -> None:
+    """Load the OpenCL drivers now, if there are any: TensorFlow makes its LLVM symbols global
+    when imported, and PoCL (which links LLVM) loaded after it crashes the process. Called
+    before TensorFlow is imported (frontend/tensorflow.py, the tests' conftest)."""
+    with contextlib.suppress(Exception):  # no pyopencl, no ICD: nothing to protect
+        load_pyopencl().get_platforms()
 
 
 def opencl_platforms(platform: str = "") -> list[Any]:

@@ -81,7 +81,10 @@ def supported_tf_ops() -> set[str]:
 
 def import_tf() -> Any:
     """The tensorflow module (lazily: ONNX models never need it); one line if it is missing."""
+    from tensorir.devices import preload_opencl
+
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    preload_opencl()  # before TensorFlow, or a later PoCL load crashes (devices.preload_opencl)
     try:
         import tensorflow as tf
     except ImportError:
