@@ -9,8 +9,8 @@ the kernel linked into a small shared library (tensorir.codegen.link) that the s
 with ctypes. With it go the task's inputs (transforms applied) as .npy, the shapes and dtypes
 of the outputs and scratch (allocated by the server) and the timing settings; the outputs
 come back and are checked against the reference here. Several servers take candidates in
-turn; a server that cannot be reached is skipped for DOWN_S seconds (its candidate is an
-error result) while another one is up.
+turn; a server that cannot be reached is skipped for TIR_RPC_DOWN_S seconds (default 30; its
+candidate is an error result) while another one is up.
 """
 
 from __future__ import annotations
@@ -29,10 +29,9 @@ from autotune.builders import Built
 from autotune.rpc import RPCError, Unreachable, call, decode_array, encode_array, server_info
 from autotune.runners import check_outputs, kernel_arrays
 from autotune.task import Task
+from tensorir import config
 from tensorir.errors import TirError
 from tensorir.target import Target
-
-DOWN_S = 30.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,12 +97,14 @@ class RPCRunner:
         return [float(t) for t in reply["times_s"]]
 
     def _next(self) -> str:
-        """The next server in turn, skipping those down in the last DOWN_S seconds (unless all are)."""
+        """The next server in turn, skipping those down in the last TIR_RPC_DOWN_S seconds
+        (default 30; unless all are)."""
         now = time.monotonic()
         for _ in range(len(self.servers)):
             server = self.servers[self._turn % len(self.servers)]
             self._turn += 1
-            if now - self._down.get(server, -DOWN_S) >= DOWN_S:
+            down_s = config.rpc_down_s()
+            if now - self._down.get(server, -down_s) >= down_s:
                 return server
         return self.servers[(self._turn - 1) % len(self.servers)]
 

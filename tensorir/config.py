@@ -11,6 +11,8 @@ TIR_OPENCL_PLATFORM  a case-insensitive substring of the OpenCL platform name: o
                Read by devices.py and by compiled OpenCL libraries (runtime/opencl/).
 TIR_OPENCL_LIBRARY   the OpenCL library a compiled OpenCL model dlopens (default
                libOpenCL.so, then libOpenCL.so.1, then the Android vendor paths).
+TIR_RPC_DOWN_S  seconds a `tir tune --rpc` server that could not be reached is skipped before
+               it is tried again (default 30).
 """
 
 from __future__ import annotations
@@ -46,3 +48,8 @@ def layout_enabled() -> bool:
 def opencl_platform() -> str:
     """TIR_OPENCL_PLATFORM ("" : any platform)."""
     return os.environ.get("TIR_OPENCL_PLATFORM", "")
+
+
+def rpc_down_s() -> float:
+    """TIR_RPC_DOWN_S (default 30 seconds)."""
+    return float(os.environ.get("TIR_RPC_DOWN_S", "30") or 30)
