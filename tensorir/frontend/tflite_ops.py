@@ -198,7 +198,13 @@ def _pool(graph_op: str, ctx: TfliteContext, op: TflOp) -> None:
 converter("MAX_POOL_2D")(functools.partial(_pool, "max_pool"))
 converter("AVERAGE_POOL_2D")(functools.partial(_pool, "avg_pool"))
 
-_REDUCE = {"MEAN": "reduce_mean", "SUM": "reduce_sum", "REDUCE_MAX": "reduce_max", "REDUCE_MIN": "reduce_min"}
+_REDUCE = {
+    "MEAN": "reduce_mean",
+    "SUM": "reduce_sum",
+    "REDUCE_MAX": "reduce_max",
+    "REDUCE_MIN": "reduce_min",
+    "REDUCE_PROD": "reduce_prod",
+}
 _GLOBAL = {"MEAN": "global_avg_pool", "REDUCE_MAX": "global_max_pool"}
 
 
@@ -532,3 +538,7 @@ def tile(ctx: TfliteContext, op: TflOp) -> None:
         repeats = [repeats[a] for a in to_cf(len(repeats))]
     x = ctx.nchw(i) if nchw else ctx.nhwc(i)
     _set(ctx, op, ctx.add("tile", [x], {"repeats": tuple(repeats)}, op), nchw)
+
+
+# the converters of the other tflite_ops_* modules register into CONVERTERS when imported
+from tensorir.frontend import tflite_ops_matmul  # noqa: E402, F401
