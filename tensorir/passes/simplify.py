@@ -80,6 +80,33 @@ def transpose_chain(g: Graph, nid: int) -> bool:
     return forward(g, nid, x)
 
 
+def _moves_unit_axes_only(g: Graph, nid: int) -> bool:
+    """Whether transpose node nid keeps the order of its input's non-unit axes (a reshape)."""
+    shape = g.type_of(_input(g, nid)).shape
+    moved = [p for p in g.node(nid).attr["perm"] if shape[p] != 1]
+    return moved == sorted(moved)
+
+
+def reshape_then_unit_transpose(g: Graph, nid: int) -> bool:
+    """transpose(reshape(x)) that moves only unit axes -> reshape(x) (so the reshapes merge):
+    a pooled [1, C] vector reshaped to NHWC [1, 1, 1, C] and transposed to NCHW for a conv,
+    as a squeeze-excite block in NHWC imports."""
+    inner = _producer(g, _input(g, nid), "reshape")
+    if inner is None or not _moves_unit_axes_only(g, nid):
+        return False
+    out = g.node(nid).outputs[0].shape
+    return replace(g, nid, [add_op(g, "reshape", [_input(g, inner)], {"shape": tuple(out)})])
+
+
+def unit_transpose_then_reshape(g: Graph, nid: int) -> bool:
+    """reshape(transpose(x)) when the transpose moves only unit axes -> reshape(x): a 1x1 conv
+    classifier's [1, K, 1, 1] output taken back to NHWC and flattened."""
+    inner = _producer(g, _input(g, nid), "transpose")
+    if inner is None or not _moves_unit_axes_only(g, inner):
+        return False
+    return replace(g, nid, [add_op(g, "reshape", [_input(g, inner)], g.node(nid).attr)])
+
+
 # ---- arithmetic with a neutral constant -----------------------------------------------
 def _drop_neutral(g: Graph, nid: int, neutral: float, sides: tuple[int, ...]) -> bool:
     """op(x, c) -> x when c is all `neutral` and the result has x's type."""
@@ -189,8 +216,10 @@ RULES: list[Rule] = [
     ("identity", forward_input),  # identity(x) -> x
     ("reshape", reshape_noop),  # reshape(x, x.shape) -> x
     ("reshape", reshape_chain),  # reshape(reshape(x)) -> reshape(x)
+    ("reshape", unit_transpose_then_reshape),  # reshape(transpose(x)), unit axes moved -> reshape(x)
     ("transpose", transpose_noop),  # transpose(x, identity perm) -> x
     ("transpose", transpose_chain),  # transpose(transpose(x)) -> transpose(x, composed)
+    ("transpose", reshape_then_unit_transpose),  # transpose(reshape(x)), unit axes moved -> reshape(x)
     ("mul", mul_one),  # x * 1 -> x
     ("div", div_one),  # x / 1 -> x
     ("add", add_zero),  # x + 0 -> x

@@ -238,3 +238,56 @@ def test_constant_varying_along_other_axes_stays_after_reshape():
     (b,) = g.add_node("add", [r2, const(g, (10,), 3)])  # last axis changed by the reshape
     g.set_outputs([("a", a), ("b", b)])
     check_pass(g, simplify, None)
+
+
+def test_squeeze_excite_vector_reshaped_then_transposed_is_one_reshape():
+    """[1, C] -> NHWC [1, 1, 1, C] -> NCHW [1, C, 1, 1]: only unit axes move, so no transpose."""
+    g = Graph("se")
+    x = g.add_input("x", TensorType((1, 8)))
+    (r,) = g.add_node("reshape", [x], {"shape": (1, 1, 1, 8)})
+    (t,) = g.add_node("transpose", [r], {"perm": (0, 3, 1, 2)})
+    g.set_outputs([("y", t)])
+    check_pass(
+        g,
+        simplify,
+        """
+        graph se(%x: f32[1,8]) {
+          %3 = reshape(%x) shape=(1,8,1,1) : f32[1,8,1,1]
+          return %3 as y
+        }
+        """,
+    )
+
+
+def test_classifier_output_transposed_back_then_flattened_is_one_reshape():
+    """A 1x1 conv classifier's [1, K, 1, 1] taken to NHWC and flattened to [1, K]."""
+    g = Graph("head")
+    x = g.add_input("x", TensorType((1, 5, 1, 1)))
+    (t,) = g.add_node("transpose", [x], {"perm": (0, 2, 3, 1)})
+    (r,) = g.add_node("reshape", [t], {"shape": (1, 5)})
+    g.set_outputs([("y", r)])
+    check_pass(
+        g,
+        simplify,
+        """
+        graph head(%x: f32[1,5,1,1]) {
+          %3 = reshape(%x) shape=(1,5) : f32[1,5]
+          return %3 as y
+        }
+        """,
+    )
+
+
+@pytest.mark.parametrize(
+    ("shape", "perm"),
+    [((1, 2, 1, 3), (0, 3, 1, 2)), ((2, 1, 1, 3), (3, 1, 2, 0))],  # the non-unit axes change order
+)
+def test_transposes_that_reorder_data_stay(shape, perm):
+    g = Graph("real")
+    n = int(np.prod(shape))
+    x = g.add_input("x", TensorType((n,)))
+    (r,) = g.add_node("reshape", [x], {"shape": shape})
+    (t,) = g.add_node("transpose", [r], {"perm": perm})
+    (r2,) = g.add_node("reshape", [t], {"shape": (n,)})
+    g.set_outputs([("y", r2)])
+    check_pass(g, simplify, None)
