@@ -474,7 +474,11 @@ def from_tensorflow(
     .keras / .h5 file to a Graph. `input_shapes` fills unknown input dims (a leading unknown
     batch dim defaults to 1); `override_shapes` False refuses changing known dims."""
     with stage("import tensorflow") as st:
-        st.result = convert(load_tf_model(path, signature), input_shapes, override_shapes)
+        model = load_tf_model(path, signature)
+        try:
+            st.result = convert(model, input_shapes, override_shapes)
+        except TirError as e:  # one line that names the file, as the TFLite and ONNX importers do
+            raise type(e)(f"{path}: {e}") from None
     return st.result
 
 
