@@ -1,0 +1,86 @@
+"""Issue 13's model families (family_fixtures.py) in every format: imported, run on the reference
+path and compiled for the host, matched against Keras (SavedModel, frozen .pb, .keras) or the
+TFLite interpreter (.tflite float32 and fp16 weights); the compiled graph keeps no transpose
+between two convolutions. One family also compiled for linux-arm64 (run under qemu) and
+android-arm64. Each family is built and exported once per session, when a test first needs it."""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tensorir.frontend import load_graph_any
+from tensorir.graph.graph import Graph
+from tensorir.pipeline import compile_graph, load_folder
+from tensorir.runtime.reference import run_reference
+from tests.frontend import family_fixtures as ff
+from tests.frontend.test_tflite_models import transposes_between_convs
+
+RTOL, ATOL = 1e-3, 1e-4  # max |ours - oracle| <= ATOL + RTOL * max |oracle|
+CASES = list(itertools.product(ff.FAMILIES, ff.FORMATS))
+
+
+@pytest.fixture(scope="session")
+def family(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], dict[str, Any]]:
+    """name -> the family's files, input and oracle outputs (built on first use, once per
+    session: under pytest-xdist the workers share the folder beside their own tmp folders)."""
+    base = tmp_path_factory.getbasetemp()
+    root = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "families"
+    built: dict[str, dict[str, Any]] = {}
+
+    def get(name: str) -> dict[str, Any]:
+        if name not in built:
+            built[name] = ff.ensure_family(name, root)
+        return built[name]
+
+    return get
+
+
+def check_close(out: np.ndarray, expected: np.ndarray) -> float:
+    """The max abs error relative to max |expected|, asserted within the tolerance."""
+    assert out.shape == expected.shape, (out.shape, expected.shape)
+    scale = float(np.abs(expected).max())
+    err = float(np.abs(out - expected).max())
+    assert err <= ATOL + RTOL * scale, f"max abs error {err:.3g} (rel {err / scale:.3g})"
+    return err / scale
+
+
+def _compiled(g: Graph, path: Path, target: str, out: Path) -> Any:
+    build = compile_graph(g, target, raw=str(path).encode())
+    return build, load_folder(build.write(out))
+
+
+@pytest.mark.parametrize(("name", "fmt"), CASES)
+def test_family_matches(family, tmp_path, name, fmt):
+    """Reference path and host build match the oracle; no transpose between convolutions."""
+    m = family(name)
+    path, expected = m["paths"][fmt], m["expected"][fmt]
+    g = load_graph_any(path)
+    (inp,) = g.input_names()
+    ref_err = check_close(run_reference(g, {inp: m["x"]})[0], expected)
+    build, module = _compiled(g, path, "host", tmp_path / "host")
+    host_err = check_close(module.run({inp: m["x"]})[0], expected)
+    print(f"{name} {fmt}: max rel error reference {ref_err:.2e}, host {host_err:.2e}")
+    assert transposes_between_convs(build.graph) == []
+
+
+@pytest.mark.arm64
+@pytest.mark.parametrize("fmt", ["saved_model", "tflite"])
+def test_arm64_builds(family, tmp_path, fmt):
+    """MobileNetV3Small for linux-arm64 runs under qemu and matches; android-arm64 exports an
+    AArch64 library."""
+    m = family("mobilenet_v3_small")
+    path, expected = m["paths"][fmt], m["expected"][fmt]
+    g = load_graph_any(path)
+    (inp,) = g.input_names()
+    _, module = _compiled(g, path, "linux-arm64", tmp_path / "linux")
+    check_close(module.run({inp: m["x"]})[0], expected)
+    folder = compile_graph(g, "android-arm64", raw=str(path).encode()).write(tmp_path / "android")
+    header = (folder / "libmodel.so").read_bytes()[:20]
+    assert header[:4] == b"\x7fELF" and int.from_bytes(header[18:20], "little") == 183  # EM_AARCH64
