@@ -118,13 +118,17 @@ case "${1:-}" in
   test)
     setup
     shift
-    marker=()
+    skip=""
     if ! is_root && ! have_arm64_tools; then
       echo "quickstart: the ARM64 cross packages (${PKG_ARM64[*]}) are missing: the ARM64 tests are" \
            "not run (pytest -m \"not arm64\"); install them as root to run them"
-      marker=(-m "not arm64")
+      skip=" and not arm64"
     fi
-    "$VENV/bin/python" -m pytest -n 2 -p no:cacheprovider "${marker[@]}" "$@"
+    # two sessions: TensorFlow's tests in processes of their own (TF loaded into a process
+    # breaks PoCL's LLVM there: the OpenCL tests must never share a worker with it)
+    "$VENV/bin/python" -m pytest -n 2 -p no:cacheprovider -m "not tf$skip" "$@"
+    echo "quickstart: the TensorFlow / TFLite frontend tests (pytest -m tf), in their own processes"
+    "$VENV/bin/python" -m pytest -n 2 -p no:cacheprovider -m "tf$skip" "$@"
     ;;
   *)
     echo "usage: $0 demo|test [pytest args]" >&2; exit 2 ;;

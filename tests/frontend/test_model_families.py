@@ -22,6 +22,8 @@ from tensorir.runtime.reference import run_reference
 from tests.frontend import family_fixtures as ff
 from tests.frontend.test_tflite_models import transposes_between_convs
 
+pytestmark = pytest.mark.tf  # TensorFlow in the process: a session of its own (quickstart.sh)
+
 RTOL, ATOL = 1e-3, 1e-4  # max |ours - oracle| <= ATOL + RTOL * max |oracle|
 CASES = list(itertools.product(ff.FAMILIES, ff.FORMATS))
 

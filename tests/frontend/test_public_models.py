@@ -22,6 +22,8 @@ from benchmarks.wild_tf import ATOL, PUBLIC, RTOL, error, run_both
 from tensorir.frontend.tensorflow import from_tensorflow
 from tensorir.runtime.reference import run_reference
 
+pytestmark = pytest.mark.tf  # TensorFlow in the process: a session of its own (quickstart.sh)
+
 ROOT = Path(__file__).resolve().parents[2]
 # an output that shows the model responds to its input: (output, threshold on ours)
 RESPONDS = {"face_detection": ("classificators", 0.0), "basic_pitch": ("note", 0.5)}

@@ -15,6 +15,8 @@ from tensorir.pipeline import optimize
 from tensorir.runtime.reference import run_reference
 from tests.frontend.tf_fixtures import FORMATS, save_all
 
+pytestmark = pytest.mark.tf  # TensorFlow in the process: a session of its own (quickstart.sh)
+
 RTOL, ATOL = 1e-4, 1e-5  # max |ours - tf| <= ATOL + RTOL * max |tf|
 
 

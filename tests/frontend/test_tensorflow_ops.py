@@ -10,6 +10,8 @@ from tensorir.errors import ModelError, UnsupportedOpError
 from tensorir.frontend.tensorflow import from_tensorflow
 from tensorir.runtime.reference import run_reference
 
+pytestmark = pytest.mark.tf  # TensorFlow in the process: a session of its own (quickstart.sh)
+
 
 @pytest.fixture(scope="module")
 def tf():

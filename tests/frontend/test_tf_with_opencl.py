@@ -13,6 +13,8 @@ from tensorir.frontend.tensorflow import import_tf
 tf = import_tf()
 assert float(tf.constant(1.0) + 1) == 2.0
 from tensorir.devices import select_device
+
+pytestmark = pytest.mark.tf  # TensorFlow in the process: a session of its own (quickstart.sh)
 print("device:", select_device().name)
 """
 

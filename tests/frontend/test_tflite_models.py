@@ -17,6 +17,8 @@ from tensorir.pipeline import compile_graph, load_folder, optimize
 from tensorir.runtime.reference import run_reference
 from tests.frontend import tflite_cases as tc
 
+pytestmark = pytest.mark.tf  # TensorFlow in the process: a session of its own (quickstart.sh)
+
 MODELS = ["convnet", "convnet_fp16", "mobilenet_v2", "mobilenet_v2_fp16", "mixed"]
 COMPILED = ["convnet", "convnet_fp16", "mobilenet_v2", "mixed"]
 CONV_OPS = ("conv", "conv2d_nchwc", "conv_transpose")

@@ -17,6 +17,8 @@ from tensorir.pipeline import compile_graph, load_folder
 from tensorir.runtime.reference import run_reference
 from tests.frontend import tflite_cases as tc
 
+pytestmark = pytest.mark.tf  # TensorFlow in the process: a session of its own (quickstart.sh)
+
 
 @pytest.fixture(scope="session")
 def tflite_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
