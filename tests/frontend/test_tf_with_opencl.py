@@ -8,13 +8,15 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.tf  # with the TensorFlow tests (their pytest session: quickstart.sh)
+
 SCRIPT = """
 from tensorir.frontend.tensorflow import import_tf
 tf = import_tf()
 assert float(tf.constant(1.0) + 1) == 2.0
 from tensorir.devices import select_device
-
-pytestmark = pytest.mark.tf  # TensorFlow in the process: a session of its own (quickstart.sh)
 print("device:", select_device().name)
 """
 
