@@ -8,14 +8,26 @@ the pipeline and the tuner use; it picks the frontend by the model's path:
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import importlib
 import os
+import pkgutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from tensorir.errors import ModelError
 from tensorir.graph.graph import Graph
+
+
+@functools.cache
+def load_converters(prefix: str) -> None:
+    """Import every module of this package named `prefix`* once (each registers its op
+    converters when imported): "onnx_" for ONNX, "tf_ops" for TensorFlow."""
+    for mod in pkgutil.iter_modules(__path__):
+        if mod.name.startswith(prefix):
+            importlib.import_module(f"{__name__}.{mod.name}")
 
 
 def model_format(model: Any) -> str:

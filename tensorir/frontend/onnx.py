@@ -16,9 +16,7 @@ may specialize on known graph-input values (`input_values`).
 from __future__ import annotations
 
 import collections
-import importlib
 import os
-import pkgutil
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -59,19 +57,10 @@ def supported_op_types() -> set[str]:
     return set(CONVERTERS)
 
 
-_loaded = False
-
-
 def _load_converters() -> None:
-    global _loaded
-    if _loaded:
-        return
-    _loaded = True
-    import tensorir.frontend as pkg
+    from tensorir.frontend import load_converters
 
-    for mod in pkgutil.iter_modules(pkg.__path__):
-        if mod.name.startswith("onnx_"):
-            importlib.import_module(f"tensorir.frontend.{mod.name}")
+    load_converters("onnx_")
 
 
 def node_label(node: onnx.NodeProto) -> str:

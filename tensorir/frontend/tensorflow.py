@@ -23,9 +23,7 @@ A leading unknown (batch) dimension of an input becomes 1; other unknown dims ne
 from __future__ import annotations
 
 import collections
-import importlib
 import os
-import pkgutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,19 +57,10 @@ def tf_converter(*op_types: str) -> Callable[[TFConverter], TFConverter]:
     return deco
 
 
-_loaded = False
-
-
 def _load_converters() -> None:
-    global _loaded
-    if _loaded:
-        return
-    _loaded = True
-    import tensorir.frontend as pkg
+    from tensorir.frontend import load_converters
 
-    for mod in pkgutil.iter_modules(pkg.__path__):
-        if mod.name.startswith("tf_ops"):
-            importlib.import_module(f"tensorir.frontend.{mod.name}")
+    load_converters("tf_ops")
 
 
 def supported_tf_ops() -> set[str]:

@@ -252,16 +252,24 @@ def run_model_cli(
         feeds = [(label, random_inputs(g, given, seed)) for label, given in samples]
         names = [name for name, _ in g.outputs]
         return report(names, lambda f: run_reference(g, f), feeds, ort_model, tolerance, save_dir)
-    from tensorir.pipeline import compile_model, load_folder
+    from tensorir.pipeline import compile_model
 
     build = compile_model(model, target, shapes, records=records, override_shapes=override_shapes)
+    return _run_build(path, build, samples, seed, ort_model, tolerance, save_dir, profile, threads)
+
+
+def _run_build(path: str, build: Any, *run_args: Any) -> int:
+    """A model compiled on the fly: written to a temporary folder, loaded, run (_run_module)."""
+    from tensorir.pipeline import load_folder
+
     with tempfile.TemporaryDirectory(prefix="tir-run-") as tmp:
         mod = load_folder(build.write(tmp))
         print(f"compiled {path} for {mod.manifest['target']}: {len(build.kernels)} kernels")
-        return _run_module(mod, samples, seed, ort_model, tolerance, save_dir, profile, threads)
+        return _run_module(path, mod, *run_args)
 
 
 def _run_module(
+    where: str,
     mod: Any,
     samples: Sequence[Sample],
     seed: int,
@@ -271,9 +279,9 @@ def _run_module(
     profile: bool,
     threads: int,
 ) -> int:
-    if profile and not hasattr(mod, "profile"):
+    if profile and not hasattr(mod, "profile"):  # before anything runs
         raise TirError(
-            f"--profile is not available for {mod.manifest['target']} builds on this machine "
+            f"{where}: --profile is not available for {mod.manifest['target']} builds on this machine "
             "(they run under emulation; profile on the device, or run without --profile)"
         )
     if threads:
@@ -318,11 +326,6 @@ def run_artifact_cli(
     from tensorir.pipeline import load_folder
 
     mod = load_folder(folder)  # the backend that wrote the folder picks how it runs here
-    if profile and not hasattr(mod, "profile"):
-        raise TirError(
-            f"{folder}: --profile is not available for {mod.manifest['target']} builds on this machine "
-            "(they run under emulation; profile on the device, or run without --profile)"
-        )
     samples = given_samples(inputs, inputs_dir, {t["name"]: np_dtype(t["dtype"]) for t in mod.inputs})
     ort_model = None
     if compare_ort:
@@ -330,7 +333,7 @@ def run_artifact_cli(
         if not source or not Path(source).exists():
             raise TirError(f"--compare-ort: give the ONNX model with --onnx (not found: {source})")
         ort_model = load_model(source)
-    return _run_module(mod, samples, seed, ort_model, tolerance, save_dir, profile, threads)
+    return _run_module(folder, mod, samples, seed, ort_model, tolerance, save_dir, profile, threads)
 
 
 def run_graph_model_cli(
@@ -354,7 +357,7 @@ def run_graph_model_cli(
     compiled for `target` (or run by the reference interpreter); --compare-ort compares a
     TensorFlow model with TensorFlow's own outputs."""
     from tensorir.frontend import load_graph_any, model_format
-    from tensorir.pipeline import compile_model, load_folder
+    from tensorir.pipeline import compile_model
 
     g = load_graph_any(path, input_shapes, signature=signature, override_shapes=override_shapes)
     samples = given_samples(inputs, inputs_dir, {n: np_dtype(g.type_of(v).dtype) for n, v in _inputs(g)})
@@ -375,10 +378,7 @@ def run_graph_model_cli(
     build = compile_model(
         path, target, input_shapes, records=records, override_shapes=override_shapes, signature=signature
     )
-    with tempfile.TemporaryDirectory(prefix="tir-run-") as tmp:
-        mod = load_folder(build.write(tmp))
-        print(f"compiled {path} for {mod.manifest['target']}: {len(build.kernels)} kernels")
-        return _run_module(mod, samples, seed, ref, tolerance, save_dir, profile, threads)
+    return _run_build(path, build, samples, seed, ref, tolerance, save_dir, profile, threads)
 
 
 def _inputs(g: Graph) -> list[tuple[str, Any]]:
