@@ -280,14 +280,18 @@ def _unary(ctx: TfliteContext, op: TflOp) -> None:
     _set(ctx, op, ctx.add(name, [x], attrs, op), nchw)
 
 
-def _binary(ctx: TfliteContext, op: TflOp) -> None:
+def _binary_operands(ctx: TfliteContext, op: TflOp) -> tuple[list[Any], bool]:
+    """The two operands in the layout the first follows (channels-first when it has its
+    NCHW twin), and whether that is NCHW."""
     a, b = op.inputs[0], op.inputs[1]
     nchw = _follows_nchw(ctx, [a, b])
-    args = (
-        [_operand_nchw(ctx, i, _live_rank(ctx, [a, b])) for i in (a, b)]
-        if nchw
-        else [ctx.nhwc(a), ctx.nhwc(b)]
-    )
+    if nchw:
+        return [_operand_nchw(ctx, i, _live_rank(ctx, [a, b])) for i in (a, b)], True
+    return [ctx.nhwc(a), ctx.nhwc(b)], False
+
+
+def _binary(ctx: TfliteContext, op: TflOp) -> None:
+    args, nchw = _binary_operands(ctx, op)
     y = ctx.add(_BINARY[op.code], args, None, op)
     _set(ctx, op, activation(ctx, op, y), nchw)
 
@@ -316,13 +320,7 @@ def rsqrt(ctx: TfliteContext, op: TflOp) -> None:
 
 @converter("SQUARED_DIFFERENCE")
 def squared_difference(ctx: TfliteContext, op: TflOp) -> None:
-    a, b = op.inputs[0], op.inputs[1]
-    nchw = _follows_nchw(ctx, [a, b])
-    args = (
-        [_operand_nchw(ctx, i, _live_rank(ctx, [a, b])) for i in (a, b)]
-        if nchw
-        else [ctx.nhwc(a), ctx.nhwc(b)]
-    )
+    args, nchw = _binary_operands(ctx, op)
     d = ctx.add("sub", args, None, op)
     _set(ctx, op, ctx.add("mul", [d, d], None, op), nchw)
 
