@@ -18,6 +18,7 @@ at the end.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -62,13 +63,28 @@ class ImageParam:
     channel_type: str = "float"
 
 
+def _ints(xs: Any) -> tuple[int, ...]:
+    return tuple(int(x) for x in xs)
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One `__kernel` of a GpuKernel's source and its NDRange."""
+
+    name: str
+    global_size: tuple[int, ...]
+    local_size: tuple[int, ...]
+
+
 @dataclass(frozen=True)
 class GpuKernel:
     """One OpenCL kernel, rendered: `source` defines `__kernel void <name>(...)` whose
     parameters are, for each loop-function buffer in order, `__global T *P_base` and
     `const ulong P_off` (a byte offset into P_base), or for a buffer in `images` one
     `__read_only image2d_t P`; launched over `global_size` work-items in groups of
-    `local_size` (same length, 1 to 3 dimensions)."""
+    `local_size` (same length, 1 to 3 dimensions). A loop function whose nests read each
+    other's results across work-groups is several launches (codegen/opencl_launches.py):
+    `then` names the `__kernel`s after the first, in order, each taking the same arguments."""
 
     name: str
     source: str
@@ -76,6 +92,12 @@ class GpuKernel:
     local_size: tuple[int, ...]
     params: tuple[tuple[str, str], ...]  # (buffer name, dtype) in call order
     images: tuple[ImageParam, ...] = ()
+    then: tuple[Launch, ...] = ()
+
+    @property
+    def launches(self) -> tuple[Launch, ...]:
+        """Every launch in order: the kernel's own, then `then`."""
+        return (Launch(self.name, self.global_size, self.local_size), *self.then)
 
     def image(self, index: int) -> ImageParam | None:
         """The image of parameter `index`, None for a buffer or scalar."""
@@ -90,6 +112,7 @@ class GpuKernel:
             "local_size": list(self.local_size),
             "params": [list(p) for p in self.params],
             "images": [[im.index, im.width, im.height, im.channel_type] for im in self.images],
+            "then": [[la.name, list(la.global_size), list(la.local_size)] for la in self.then],
         }
 
     @classmethod
@@ -98,4 +121,5 @@ class GpuKernel:
         sizes = [tuple(int(x) for x in d[k]) for k in ("global_size", "local_size")]
         params = tuple((str(n), str(t)) for n, t in d["params"])
         images = tuple(ImageParam(int(i), int(w), int(h), str(c)) for i, w, h, c in d.get("images", ()))
-        return cls(str(d["name"]), str(d["source"]), sizes[0], sizes[1], params, images)
+        then = tuple(Launch(str(n), _ints(g), _ints(loc)) for n, g, loc in d.get("then", ()))
+        return cls(str(d["name"]), str(d["source"]), sizes[0], sizes[1], params, images, then)

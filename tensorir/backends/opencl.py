@@ -123,20 +123,11 @@ class OpenCLBackend(Backend):
 
 
 def _one_program(kernels: list[GpuKernel]) -> list[GpuKernel]:
-    """The kernels' sources made fit to concatenate into one program: each helper function
-    (a `static inline` line) and pragma is kept only where it first appears."""
+    """The kernels' sources made fit to concatenate into one program (join_sources)."""
+    from tensorir.codegen.opencl_launches import join_sources
+
     seen: set[str] = set()
-    out = []
-    for k in kernels:
-        lines = []
-        for line in k.source.splitlines():
-            if line.startswith(("static inline ", "#pragma ")):
-                if line in seen:
-                    continue
-                seen.add(line)
-            lines.append(line)
-        out.append(dataclasses.replace(k, source="\n".join(lines) + "\n"))
-    return out
+    return [dataclasses.replace(k, source=join_sources([k.source], seen)) for k in kernels]
 
 
 def _nbytes(spec: dict) -> int:

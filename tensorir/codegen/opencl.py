@@ -26,6 +26,7 @@ TIR_DUMP_DIR writes each kernel to `<dir>/opencl/<name>.cl`.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,13 +54,14 @@ from tensorir.codegen.opencl_c import (
     vt,
 )
 from tensorir.codegen.opencl_image import SAMPLER_DECL, ImageReads, image_param
+from tensorir.codegen.opencl_launches import join_sources, split_launches
 from tensorir.devices import DeviceProfile
 from tensorir.errors import TirError
 from tensorir.loop import ir
 from tensorir.loop.passes import vectorize_loop
 from tensorir.loop.simplify import simplify
 from tensorir.loop.visitor import walk
-from tensorir.plan import GpuKernel, ImageParam
+from tensorir.plan import GpuKernel, ImageParam, Launch
 
 
 @dataclass(frozen=True)
@@ -529,11 +531,18 @@ class _Renderer:
 
 
 def render_opencl(func: ir.LoopFunc, profile: DeviceProfile | None = None) -> GpuKernel:
-    """OpenCL C for `func` and its launch geometry; checked against `profile`'s limits."""
+    """OpenCL C for `func` and its launch geometry; checked against `profile`'s limits. Nests
+    that read each other's scratch across work-groups become launches of their own
+    (opencl_launches.py, GpuKernel.then)."""
     try:
-        kernel = _Renderer(func, profile).render()
+        parts = [_Renderer(f, profile).render() for f in split_launches(func)]
     except TirError as e:
         raise TirError(f"kernel {func.name}: {e}") from e
+    kernel = parts[0]
+    if len(parts) > 1:
+        source = join_sources([k.source for k in parts])
+        then = tuple(Launch(k.name, k.global_size, k.local_size) for k in parts[1:])
+        kernel = dataclasses.replace(kernel, source=source, then=then)
     dump_kernel(kernel)
     return kernel
 

@@ -88,12 +88,16 @@ def c_string(text: str) -> str:
 
 
 def _check(plan: OpenCLPlan) -> dict[str, int]:
+    """name -> index in plan.kernels, after checking the plan."""
     index: dict[str, int] = {}
+    names: set[str] = set()
     for k in plan.kernels:
-        if not _IDENT.fullmatch(k.name) or k.name in index:
-            raise TirError(f"GPU kernel name {k.name!r} is not a unique C identifier")
-        if not 1 <= len(k.global_size) <= 3 or len(k.local_size) not in (0, len(k.global_size)):
-            raise TirError(f"GPU kernel {k.name}: global {k.global_size} / local {k.local_size} sizes")
+        for la in k.launches:
+            if not _IDENT.fullmatch(la.name) or la.name in names:
+                raise TirError(f"GPU kernel name {la.name!r} is not a unique C identifier")
+            if not 1 <= len(la.global_size) <= 3 or len(la.local_size) not in (0, len(la.global_size)):
+                raise TirError(f"GPU kernel {la.name}: global {la.global_size} / local {la.local_size} sizes")
+            names.add(la.name)
         index[k.name] = len(index)
     for c in plan.calls:
         if not _IDENT.fullmatch(c.symbol):
@@ -149,11 +153,13 @@ def plan_c(plan: OpenCLPlan, embedded: bool, thread_stubs: bool) -> str:
             lines.append(f"static void {name}(void *const *a) {{ (void)a; {c.symbol}({call}); }}")
     lines.append("")
     lines.append(f"static const char source[] =\n    {c_string(source)};")
-    kinfo = []
+    kinfo, first = [], {}  # a row per launch; a kernel's first row
     for k in plan.kernels:
-        g = ", ".join(str(x) for x in (*k.global_size, 0, 0, 0)[:3])
-        loc = ", ".join(str(x) for x in (*k.local_size, 0, 0, 0)[:3])
-        kinfo.append(f'    {{"{k.name}", {len(k.global_size)}, {{{g}}}, {{{loc}}}}},')
+        first[k.name] = len(kinfo)
+        for la in k.launches:
+            g = ", ".join(str(x) for x in (*la.global_size, 0, 0, 0)[:3])
+            loc = ", ".join(str(x) for x in (*la.local_size, 0, 0, 0)[:3])
+            kinfo.append(f'    {{"{la.name}", {len(la.global_size)}, {{{g}}}, {{{loc}}}}},')
     lines.append("static const tir_kernel_info kernels[] = {\n" + ("\n".join(kinfo) or "    {0}") + "\n};")
     steps, images = [], image_table(plan, index)
     for s, c in enumerate(plan.calls):
@@ -162,10 +168,11 @@ def plan_c(plan: OpenCLPlan, embedded: bool, thread_stubs: bool) -> str:
         args = ", ".join(_arg(a, n) for a, n in zip(call_args, nbytes, strict=True)) or "{0}"
         lines.append(f"static const tir_arg args{s}[] = {{{args}}};")
         if c.device == "gpu":
-            steps.append(f'    {{"{c.symbol}", TIR_GPU, {index[c.symbol]}, 0, {len(c.args)}, args{s}}},')
+            n = len(plan.kernels[index[c.symbol]].launches)
+            steps.append(f'    {{"{c.symbol}", TIR_GPU, {first[c.symbol]}, {n}, 0, {len(c.args)}, args{s}}},')
         else:
             fn = cpu_fns[(c.symbol, len(c.args))]
-            steps.append(f'    {{"{c.symbol}", TIR_CPU, -1, {fn}, {len(c.args)}, args{s}}},')
+            steps.append(f'    {{"{c.symbol}", TIR_CPU, -1, 0, {fn}, {len(c.args)}, args{s}}},')
     lines.append("static const tir_step steps[] = {\n" + ("\n".join(steps) or "    {0}") + "\n};")
     copies = [f"    {{{_arg(c.dst, 0)}, {_arg(c.src, 0)}, {c.nbytes}ULL}}," for c in plan.copies]
     lines.append("static const tir_copy copies[] = {\n" + ("\n".join(copies) or "    {{0}}") + "\n};")
@@ -179,7 +186,7 @@ def plan_c(plan: OpenCLPlan, embedded: bool, thread_stubs: bool) -> str:
         f"""
 const tir_plan tir_the_plan = {{
     source, sizeof source - 1, "{digest}",
-    {len(plan.kernels)}, kernels,
+    {len(kinfo)}, kernels,
     {len(plan.calls)}, steps,
     {len(plan.copies)}, copies,
     {len(plan.input_bytes)}, input_bytes,

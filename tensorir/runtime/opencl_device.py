@@ -69,7 +69,8 @@ def run_gpu_kernel(
     repeat: int = 0,
     flush_bytes: int = 0,
 ) -> tuple[list[np.ndarray], dict[str, Any]]:
-    """Run `kernel` once on `arrays` (its parameters in order); with `repeat` > 0 also time it
+    """Run `kernel` (each of its launches, in order) once on `arrays` (its parameters in
+    order); with `repeat` > 0 also time it
     (2 warm-up runs, then `repeat` timed ones; with `flush_bytes`, a buffer that large is
     rewritten on the device before each timed run, so the kernel meets cold caches as it does
     inside a model). Returns every buffer after the run and info."""
@@ -78,11 +79,16 @@ def run_gpu_kernel(
         raise TirError(f"kernel {kernel.name} takes {len(kernel.params)} arguments, got {len(arrays)}")
     try:
         ctx, queue = _queue(profile_name)
-        knl = cl.Kernel(_program(ctx, kernel.source), kernel.name)
+        program = _program(ctx, kernel.source)
         bufs, args = _arguments(cl, ctx, arrays, kernel)
-        knl.set_args(*args)
-        run = lambda: cl.enqueue_nd_range_kernel(queue, knl, kernel.global_size, kernel.local_size)  # noqa: E731
-        run().wait()
+        knls = [(cl.Kernel(program, la.name), la) for la in kernel.launches]
+        for knl, _ in knls:
+            knl.set_args(*args)
+
+        def run() -> list[Any]:  # every launch in order (the queue is in order)
+            return [cl.enqueue_nd_range_kernel(queue, k, la.global_size, la.local_size) for k, la in knls]
+
+        run()[-1].wait()
         outs = []
         for a, b in zip(arrays, bufs, strict=True):
             out = np.empty_like(np.asarray(a))
@@ -150,13 +156,14 @@ def _flusher(cl: Any, ctx: Any, queue: Any, nbytes: int) -> Any:
 
 
 def _time(run: Any, repeat: int, flush: Any = None) -> list[float]:
+    """Seconds per run: the sum of its launches' device times."""
     for _ in range(WARMUP):
-        run().wait()
+        run()[-1].wait()
     times = []
     for _ in range(repeat):
         if flush is not None:
             flush()
-        ev = run()
-        ev.wait()
-        times.append((ev.profile.end - ev.profile.start) * 1e-9)
+        evs = run()
+        evs[-1].wait()
+        times.append(sum(ev.profile.end - ev.profile.start for ev in evs) * 1e-9)
     return times

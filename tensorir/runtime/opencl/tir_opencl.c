@@ -139,7 +139,9 @@ struct tir_model {
   cl_context ctx;
   cl_command_queue queue;
   cl_program program;
-  cl_kernel *kernels;          /* one per step (NULL for CPU steps): arguments set once */
+  cl_kernel *kernels;          /* one per launch of a GPU step (slot[s] ..): arguments set once */
+  int *slot;                   /* step -> its first launch in kernels / events */
+  int nslots;
   cl_mem *inputs, *outputs;    /* device buffers */
   cl_mem weights, workspace;
   cl_mem *images;              /* plan->images, made from the weights at load */
@@ -147,7 +149,7 @@ struct tir_model {
   void *weights_block;         /* weights read from a file (owned) */
   void *workspace_block;       /* host mirror of the workspace for CPU steps (owned) */
   unsigned char *host_workspace;
-  cl_event *events;            /* tir_profile: one per step */
+  cl_event *events;            /* tir_profile: one per launch */
   int from_cache;              /* 1 when the program came from the binary cache */
   char name[256];              /* "<platform> / <device>" */
   char key[1024];              /* what the cached binary must match */
@@ -313,27 +315,32 @@ static int make_images(tir_model *m) {
   return 0;
 }
 
-/* One cl_kernel per GPU step, its arguments set for good: (base, offset) per buffer, the
- * image itself per TIR_IMAGE argument. */
+/* One cl_kernel per launch of a GPU step, its arguments set for good: (base, offset) per
+ * buffer, the image itself per TIR_IMAGE argument. */
+static int make_kernel(tir_model *m, const tir_step *st, const char *name, cl_kernel *out) {
+  cl_int err = 0;
+  cl_kernel k = *out = cl.clCreateKernel(m->program, name, &err);
+  if (!k) return FAIL("clCreateKernel(%s) failed: %d", name, err);
+  cl_uint pos = 0;
+  for (int i = 0; i < st->nargs; i++) {
+    cl_ulong off;
+    if (st->args[i].kind == TIR_IMAGE) {
+      err = cl.clSetKernelArg(k, pos++, sizeof(cl_mem), &m->images[st->args[i].index]);
+    } else {
+      cl_mem buf = arg_buffer(m, &st->args[i], &off);
+      if (!(err = cl.clSetKernelArg(k, pos++, sizeof buf, &buf))) err = cl.clSetKernelArg(k, pos++, sizeof off, &off);
+    }
+    if (err) return FAIL("clSetKernelArg(%s, %d) failed: %d", name, i, err);
+  }
+  return 0;
+}
+
 static int make_kernels(tir_model *m) {
   const tir_plan *pl = m->plan;
   for (int s = 0; s < pl->nsteps; s++) {
     const tir_step *st = &pl->steps[s];
-    if (st->device != TIR_GPU) continue;
-    cl_int err = 0;
-    cl_kernel k = m->kernels[s] = cl.clCreateKernel(m->program, pl->kernels[st->kernel].name, &err);
-    if (!k) return FAIL("clCreateKernel(%s) failed: %d", st->name, err);
-    cl_uint pos = 0;
-    for (int i = 0; i < st->nargs; i++) {
-      cl_ulong off;
-      if (st->args[i].kind == TIR_IMAGE) {
-        err = cl.clSetKernelArg(k, pos++, sizeof(cl_mem), &m->images[st->args[i].index]);
-      } else {
-        cl_mem buf = arg_buffer(m, &st->args[i], &off);
-        if (!(err = cl.clSetKernelArg(k, pos++, sizeof buf, &buf))) err = cl.clSetKernelArg(k, pos++, sizeof off, &off);
-      }
-      if (err) return FAIL("clSetKernelArg(%s, %d) failed: %d", st->name, i, err);
-    }
+    for (int l = 0; st->device == TIR_GPU && l < st->launches; l++)
+      if (make_kernel(m, st, pl->kernels[st->kernel + l].name, &m->kernels[m->slot[s] + l])) return -1;
   }
   return 0;
 }
@@ -352,8 +359,13 @@ static int setup(tir_model *m, const char *weights_path, const char *cache_path)
   if (!m->host_weights && pl->weights_bytes) return FAIL("the weights are not embedded: pass their path to tir_create");
   int cpu = 0;
   for (int s = 0; s < pl->nsteps; s++) cpu |= pl->steps[s].device == TIR_CPU;
-  m->kernels = calloc(pl->nsteps + 1, sizeof *m->kernels);
-  m->events = calloc(pl->nsteps + 1, sizeof *m->events);
+  if (!(m->slot = calloc(pl->nsteps + 1, sizeof *m->slot))) return FAIL("out of memory");
+  for (int s = 0; s < pl->nsteps; s++) {
+    m->slot[s] = m->nslots;
+    m->nslots += pl->steps[s].device == TIR_GPU ? pl->steps[s].launches : 0;
+  }
+  m->kernels = calloc(m->nslots + 1, sizeof *m->kernels);
+  m->events = calloc(m->nslots + 1, sizeof *m->events);
   m->inputs = calloc(pl->ninputs + 1, sizeof *m->inputs);
   m->outputs = calloc(pl->noutputs + 1, sizeof *m->outputs);
   if (cpu) { /* CPU steps work on a host mirror of the workspace */
@@ -385,8 +397,8 @@ static int setup(tir_model *m, const char *weights_path, const char *cache_path)
 TIR_API void tir_destroy(tir_model *m) {
   if (!m) return;
   if (m->queue) cl.clFinish(m->queue);
-  for (int s = 0; m->kernels && s < m->plan->nsteps; s++)
-    if (m->kernels[s]) cl.clReleaseKernel(m->kernels[s]);
+  for (int k = 0; m->kernels && k < m->nslots; k++)
+    if (m->kernels[k]) cl.clReleaseKernel(m->kernels[k]);
   for (int i = 0; m->inputs && i < m->plan->ninputs; i++)
     if (m->inputs[i]) cl.clReleaseMemObject(m->inputs[i]);
   for (int i = 0; m->outputs && i < m->plan->noutputs; i++)
@@ -399,6 +411,7 @@ TIR_API void tir_destroy(tir_model *m) {
   if (m->queue) cl.clReleaseCommandQueue(m->queue);
   if (m->ctx) cl.clReleaseContext(m->ctx);
   free(m->kernels);
+  free(m->slot);
   free(m->events);
   free(m->inputs);
   free(m->outputs);
@@ -495,11 +508,14 @@ static int enqueue_all(tir_model *m, void *const *in, void *const *out, double *
       if (cpu_step(m, st, in, out, step_us ? &step_us[s] : 0)) return -1;
       continue;
     }
-    const tir_kernel_info *k = &pl->kernels[st->kernel];
-    int has_local = k->local[0] || k->local[1] || k->local[2];
-    if ((err = cl.clEnqueueNDRangeKernel(m->queue, m->kernels[s], k->dims, 0, k->global,
-                                         has_local ? k->local : 0, 0, 0, step_us ? &m->events[s] : 0)))
-      return FAIL("clEnqueueNDRangeKernel(%s) failed: %d", st->name, err);
+    for (int l = 0; l < st->launches; l++) {
+      const tir_kernel_info *k = &pl->kernels[st->kernel + l];
+      int has_local = k->local[0] || k->local[1] || k->local[2];
+      cl_event *ev = step_us ? &m->events[m->slot[s] + l] : 0;
+      if ((err = cl.clEnqueueNDRangeKernel(m->queue, m->kernels[m->slot[s] + l], k->dims, 0, k->global,
+                                           has_local ? k->local : 0, 0, 0, ev)))
+        return FAIL("clEnqueueNDRangeKernel(%s) failed: %d", k->name, err);
+    }
   }
   for (int c = 0; c < pl->ncopies; c++) {
     const tir_copy *cp = &pl->copies[c];
@@ -522,23 +538,28 @@ TIR_API int tir_run(tir_model *m, void *const *inputs, void *const *outputs) {
   return rc;
 }
 
-/* One run with profiling events: step_us[s] is step s's device time (GPU: event end -
- * start; CPU: the kernel call's host time, transfers excluded), in microseconds. */
+/* One run with profiling events: step_us[s] is step s's device time (GPU: the sum of its
+ * launches' event end - start; CPU: the kernel call's host time, transfers excluded), in
+ * microseconds. */
 TIR_API int tir_profile(tir_model *m, void *const *inputs, void *const *outputs, double *step_us) {
   if (!m) return FAIL("tir_profile: no model");
   const tir_plan *pl = m->plan;
-  for (int s = 0; s < pl->nsteps; s++) step_us[s] = 0, m->events[s] = 0;
+  for (int s = 0; s < pl->nsteps; s++) step_us[s] = 0;
+  for (int k = 0; k < m->nslots; k++) m->events[k] = 0;
   int rc = enqueue_all(m, inputs, outputs, step_us);
   if (rc) cl.clFinish(m->queue);
   for (int s = 0; s < pl->nsteps; s++) {
-    if (!m->events[s]) continue;
-    cl_ulong t0 = 0, t1 = 0;
-    cl_int err = cl.clGetEventProfilingInfo(m->events[s], CL_PROFILING_COMMAND_START, sizeof t0, &t0, 0);
-    if (!err) err = cl.clGetEventProfilingInfo(m->events[s], CL_PROFILING_COMMAND_END, sizeof t1, &t1, 0);
-    if (err && !rc) rc = FAIL("clGetEventProfilingInfo(%s) failed: %d", pl->steps[s].name, err);
-    step_us[s] = (double)(t1 - t0) * 1e-3;
-    cl.clReleaseEvent(m->events[s]);
-    m->events[s] = 0;
+    for (int l = 0; pl->steps[s].device == TIR_GPU && l < pl->steps[s].launches; l++) {
+      cl_event *ev = &m->events[m->slot[s] + l];
+      if (!*ev) continue;
+      cl_ulong t0 = 0, t1 = 0;
+      cl_int err = cl.clGetEventProfilingInfo(*ev, CL_PROFILING_COMMAND_START, sizeof t0, &t0, 0);
+      if (!err) err = cl.clGetEventProfilingInfo(*ev, CL_PROFILING_COMMAND_END, sizeof t1, &t1, 0);
+      if (err && !rc) rc = FAIL("clGetEventProfilingInfo(%s) failed: %d", pl->steps[s].name, err);
+      step_us[s] += (double)(t1 - t0) * 1e-3;
+      cl.clReleaseEvent(*ev);
+      *ev = 0;
+    }
   }
   return rc;
 }

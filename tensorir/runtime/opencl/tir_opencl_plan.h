@@ -27,7 +27,8 @@ typedef void (*tir_cpu_fn)(void *const *args);
 typedef struct {
   const char *name;     /* kernel name (GPU) or LLVM symbol (CPU), for messages */
   int device;           /* TIR_GPU or TIR_CPU */
-  int kernel;           /* TIR_GPU: index into tir_plan.kernels */
+  int kernel;           /* TIR_GPU: index into tir_plan.kernels of its first launch */
+  int launches;         /* TIR_GPU: kernels kernel .. kernel + launches - 1, in order, same args */
   tir_cpu_fn cpu;       /* TIR_CPU: the trampoline */
   int nargs;
   const tir_arg *args;  /* GPU: each becomes the two kernel args (cl_mem base, ulong off),
