@@ -114,11 +114,16 @@ def specialize(
     xi, wi = io
     conv_attrs = dict(attrs) if anchor is None else dict(attrs["body"].steps[anchor].attrs)
     const = const_args is None or wi in const_args
-    if getattr(target, "kind", "llvm") == "opencl":  # direct (conv_gpu.py) or winograd_gpu.py
+    if getattr(target, "kind", "llvm") == "opencl":  # conv_gpu.py, winograd_gpu.py, conv_splitk_gpu.py
         from tensorir.ops.winograd_gpu import gpu_algorithm_choices
+        from tensorir.schedule.gpu.common import gpu_profile
 
-        choices, default = gpu_algorithm_choices(in_types[xi].shape, in_types[wi].shape, conv_attrs, const)
+        x_shape, w_shape = in_types[xi].shape, in_types[wi].shape
+        profile = gpu_profile(target)
+        choices, default = gpu_algorithm_choices(x_shape, w_shape, conv_attrs, const, profile)
         algo = knob("algorithm", choices, default)
+        if algo == "splitk":
+            return _split_k(op, in_types, attrs, anchor, x_shape, w_shape, profile)
     else:
         algo = conv_algorithm(in_types[xi], in_types[wi], conv_attrs, const)
     if not algo.startswith("winograd"):
@@ -131,15 +136,42 @@ def specialize(
     mo, c, _, _, ib, ob = in_types[wi].shape
     u_type = TensorType((m + 2, m + 2, mo, c * ib, ob), in_types[wi].dtype)
     types = tuple(u_type if k == wi else t for k, t in enumerate(in_types))
-    if anchor is None:
-        new_op, new_attrs = WINOGRAD_OP, wino_attrs
-    else:
-        body = attrs["body"]
-        step = dataclasses.replace(
-            body.steps[anchor], op=WINOGRAD_OP, attrs=tuple(sorted(wino_attrs.items()))
-        )
-        steps = tuple(step if k == anchor else s for k, s in enumerate(body.steps))
-        new_op, new_attrs = "fused", {**attrs, "body": dataclasses.replace(body, steps=steps)}
+    new_op, new_attrs = _rewrite(op, attrs, anchor, WINOGRAD_OP, wino_attrs)
     transform = functools.partial(weight_transform_nchwc, m=m)
     transform.key = algo  # type: ignore[attr-defined]  (one transformed copy per constant)
     return Specialized(new_op, types, new_attrs, algo, {wi: transform})
+
+
+def _rewrite(
+    op: str, attrs: Mapping[str, Any], anchor: int | None, conv_op: str, conv_attrs: Mapping[str, Any]
+) -> tuple[str, Mapping[str, Any]]:
+    """(op, attrs) with the conv (the op itself, or the fused body's anchor step) made
+    `conv_op` with `conv_attrs`."""
+    if anchor is None:
+        return conv_op, conv_attrs
+    body = attrs["body"]
+    step = dataclasses.replace(body.steps[anchor], op=conv_op, attrs=tuple(sorted(conv_attrs.items())))
+    steps = tuple(step if k == anchor else s for k, s in enumerate(body.steps))
+    return "fused", {**attrs, "body": dataclasses.replace(body, steps=steps)}
+
+
+def _split_k(
+    op: str,
+    in_types: tuple[TensorType, ...],
+    attrs: Mapping[str, Any],
+    anchor: int | None,
+    x_shape: Sequence[int],
+    w_shape: Sequence[int],
+    profile: Any,
+) -> Specialized:
+    """The "splitk" algorithm: the `split_k` knob, put in the conv's attributes for its compute."""
+    from tensorir.ops.conv import out_spatial
+    from tensorir.ops.conv_splitk_gpu import default_split, direct_work_items, split_choices
+
+    conv_attrs = dict(attrs) if anchor is None else dict(attrs["body"].steps[anchor].attrs)
+    s, p, d = conv_nchwc_attrs(conv_attrs)
+    out_hw = out_spatial(tuple(x_shape[2:4]), tuple(w_shape[2:4]), s, p, d)
+    default = max(2, default_split(profile, direct_work_items(x_shape, w_shape, out_hw), x_shape[1]))
+    split = knob("split_k", split_choices(x_shape[1]), default)
+    new_op, new_attrs = _rewrite(op, attrs, anchor, "conv2d_nchwc", {**conv_attrs, "split_k": split})
+    return Specialized(new_op, in_types, new_attrs, "splitk")

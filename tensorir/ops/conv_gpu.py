@@ -28,6 +28,7 @@ or ARM: Adreno, Mali), "buffer" everywhere else (PoCL, desktop GPUs).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -51,11 +52,12 @@ def _inline(s: Schedule) -> None:
 
 
 def _tile_acc(acc: Stage, vec: int, dense: bool, unroll: bool = True) -> None:
-    """acc per work-item: reductions outside, the (blocks, pixels, lanes) tile inside."""
-    ab, am, ah, aw, aj = acc.op.axis
+    """acc per work-item: reductions outside, the (blocks, pixels, lanes) tile inside
+    (axes (..., image, block, row, pixel, lane); a split-K conv leads with its split)."""
+    *lead, am, ah, aw, aj = acc.op.axis
     ajo, ajv = acc.split(aj, factor=vec)
     red = list(acc.op.reduce_axis)
-    acc.reorder(ab, ah, *red, am, aw, ajo, ajv)
+    acc.reorder(*lead, ah, *red, am, aw, ajo, ajv)
     if dense and knob("unroll_rci", [False, True], unroll):
         acc.unroll(red[-1])  # the input channels of one block: 4 loads, 4 x tile FMAs
     for axis in (am, aw, ajo):
@@ -107,11 +109,20 @@ def schedule_conv_nchwc_gpu(s: Schedule, outputs: Sequence[Tensor], target: Any)
         from tensorir.ops.conv1x1_gpu import schedule_conv1x1_gpu
 
         return schedule_conv1x1_gpu(s, outputs, target)
-    profile = gpu_profile(target)
+    if any(st.name.endswith("conv_splitk_acc") for st in s.stages):  # algorithm "splitk"
+        from tensorir.ops.conv_splitk_gpu import schedule_splitk_gpu
+
+        return schedule_splitk_gpu(s, outputs, target)
     acc = next(st for st in s.stages if st.name.endswith("_acc") and st.op.reduce_axis)
     _inline(s)
-    y = next(st for st in s.stages if st.is_output)
-    b, m, oh, ow, j = y.op.axis
+    tile_direct(s, next(st for st in s.stages if st.is_output), acc, gpu_profile(target))
+
+
+def tile_direct(s: Schedule, y: Stage, acc: Stage, profile: Any) -> int:
+    """The register-tiled direct template on `y` (axes (..., block, row, pixel, lane): the
+    leading ones fused into the work-items) with `acc` computed per work-item. Returns the
+    vector width it chose."""
+    *lead, m, oh, ow, j = y.op.axis
     dense = len(acc.op.reduce_axis) == 4
     lanes = VECTOR if j.extent % VECTOR == 0 else 1
     simt = _scalar_simt(profile) and _taps(acc) > 1
@@ -119,15 +130,16 @@ def schedule_conv_nchwc_gpu(s: Schedule, outputs: Sequence[Tensor], target: Any)
     blocks = [d for d in (1, 2, 4) if m.extent % d == 0] if dense else [1]
     mb = knob("oc_blocks", blocks, 1)
     choices = [p for p in (1, 2, 4, 8) if p <= max(ow.extent, 1)]
-    rows = b.extent * m.extent // mb * oh.extent
+    outer = math.prod(a.extent for a in lead)
+    rows = outer * m.extent // mb * oh.extent
     pixels = knob("ow_tile", choices, 1 if simt else _default_pixels(profile, rows, ow.extent))
     mo, mi = y.split(m, factor=mb)
     wo, wi = y.split(ow, factor=pixels)
     jo, jv = y.split(j, factor=vec)
-    y.reorder(b, mo, oh, wo, mi, wi, jo, jv)
-    fused = y.fuse(b, mo, oh, wo)
+    y.reorder(*lead, mo, oh, wo, mi, wi, jo, jv)
+    fused = y.fuse(*lead, mo, oh, wo)
     # the choices must not depend on other knobs (a sampled config is checked against them)
-    most = b.extent * m.extent * oh.extent * ow.extent
+    most = outer * m.extent * oh.extent * ow.extent
     want = 32 if simt else 64
     group = knob("work_group", group_choices(profile, most), default_group(profile, fused.extent, want))
     _, local = bind_flat(y, fused, group)
@@ -137,3 +149,4 @@ def schedule_conv_nchwc_gpu(s: Schedule, outputs: Sequence[Tensor], target: Any)
     acc.compute_at(y, local)
     _tile_acc(acc, vec, dense, unroll=not simt)
     _storage(s, acc, profile)
+    return vec

@@ -146,6 +146,7 @@ def conv2d_nchwc(
     pads: Ints | None = None,
     dilations: Ints | None = None,
     group: int = 1,
+    split_k: int = 1,  # how a GPU kernel splits the reduction (conv_splitk_gpu.py): same result
 ) -> np.ndarray:
     depthwise = group != 1
     bias = None if b is None else b.reshape(-1)
@@ -174,6 +175,39 @@ def layout_transform_compute(x: Any, src: str, dst: str) -> Any:
     return compute((n, co * b, h, w), lambda i, c, y, z: x[i, c // b, y, z, c % b], name="layout_unpack")
 
 
+def conv_nchwc_window(x: Any, w: Any, strides: Ints | None, pads: Ints | None, dilations: Ints | None) -> Any:
+    """What a direct packed conv reads: (the padded input, (OH, OW), the tap reduce axes
+    (rkh, rkw), pos(y, z) -> the input row and column of output (y, z) at those taps, the
+    accumulator dtype)."""
+    from tensorir.ops.nn_compute import acc_type, const, pad_spatial
+    from tensorir.schedule.te import reduce_axis
+
+    s, p, d = conv_nchwc_attrs({"strides": strides, "pads": pads, "dilations": dilations})
+    _, _, h, wd, ib = x.shape
+    _, _, kh, kw, _, _ = w.shape
+    oh, ow = out_spatial((h, wd), (kh, kw), s, p, d)
+    need = ((oh - 1) * s[0] + (kh - 1) * d[0] + 1, (ow - 1) * s[1] + (kw - 1) * d[1] + 1, ib)
+    xp = pad_spatial(x, (p[0], p[1], 0), need, const(0, x.dtype), "conv_nchwc_pad")
+    rkh, rkw = reduce_axis(kh, "rkh"), reduce_axis(kw, "rkw")
+
+    def pos(y: Any, z: Any) -> tuple[Any, Any]:
+        return y * s[0] + rkh * d[0], z * s[1] + rkw * d[1]
+
+    return xp, (oh, ow), (rkh, rkw), pos, acc_type(x.dtype)
+
+
+def conv_nchwc_output(acc: Any, b: Any, dtype: str, name: str = "conv_nchwc") -> Any:
+    """The conv's output stage: the accumulator plus the bias, in the input's dtype."""
+    from tensorir.ops.nn_compute import acc_type, load
+    from tensorir.schedule.te import cast, compute
+
+    def out(i: Any, m: Any, y: Any, z: Any, j: Any) -> Any:
+        v = acc[i, m, y, z, j]
+        return cast(v + load(b, (m, j), acc_type(dtype)) if b is not None else v, dtype)
+
+    return compute(acc.shape, out, name=name, dtype=dtype)
+
+
 def conv2d_nchwc_compute(
     x: Any,
     w: Any,
@@ -182,10 +216,11 @@ def conv2d_nchwc_compute(
     pads: Ints | None = None,
     dilations: Ints | None = None,
     group: int = 1,
+    split_k: int = 1,
 ) -> Any:
     from tensorir.ops.conv_algorithms import conv_algorithm
-    from tensorir.ops.nn_compute import acc_type, const, load, pad_spatial
-    from tensorir.schedule.te import cast, compute, reduce_axis, sum_
+    from tensorir.ops.nn_compute import load
+    from tensorir.schedule.te import compute, reduce_axis, sum_
 
     attrs = {"strides": strides, "pads": pads, "dilations": dilations, "group": group}
     # the kernel builder pins the algorithm (conv_algorithms.specialize); a bare compute call
@@ -199,18 +234,13 @@ def conv2d_nchwc_compute(
         from tensorir.ops.conv1x1_gpu import conv1x1_gemm_compute
 
         return conv1x1_gemm_compute(x, w, b)
-    s, p, d = conv_nchwc_attrs(attrs)
-    n, _, h, wd, ib = x.shape
-    mo, _, kh, kw, _, ob = w.shape
-    oh, ow = out_spatial((h, wd), (kh, kw), s, p, d)
-    need = ((oh - 1) * s[0] + (kh - 1) * d[0] + 1, (ow - 1) * s[1] + (kw - 1) * d[1] + 1, ib)
-    xp = pad_spatial(x, (p[0], p[1], 0), need, const(0, x.dtype), "conv_nchwc_pad")
-    dt = acc_type(x.dtype)
-    rkh, rkw = reduce_axis(kh, "rkh"), reduce_axis(kw, "rkw")
+    if algo == "splitk":  # the reduction split over two launches on the GPU (ops/conv_splitk_gpu.py)
+        from tensorir.ops.conv_splitk_gpu import splitk_conv_compute
 
-    def pos(y: Any, z: Any) -> tuple[Any, Any]:
-        return y * s[0] + rkh * d[0], z * s[1] + rkw * d[1]
-
+        return splitk_conv_compute(x, w, b, strides, pads, dilations, split_k)
+    xp, (oh, ow), (rkh, rkw), pos, dt = conv_nchwc_window(x, w, strides, pads, dilations)
+    n, _, _, _, ib = x.shape
+    mo, _, _, _, _, ob = w.shape
     if group == 1:
         rco, rci = reduce_axis(x.shape[1], "rco"), reduce_axis(ib, "rci")
 
@@ -224,12 +254,7 @@ def conv2d_nchwc_compute(
             return sum_(xv * load(w, (m, 0, rkh, rkw, 0, j), dt), axis=[rkh, rkw])
 
     acc = compute((n, mo, oh, ow, ob), body, name="conv_nchwc_acc")
-
-    def out(i: Any, m: Any, y: Any, z: Any, j: Any) -> Any:
-        v = acc[i, m, y, z, j]
-        return cast(v + load(b, (m, j), dt) if b is not None else v, x.dtype)
-
-    return compute(acc.shape, out, name="conv_nchwc", dtype=x.dtype)
+    return conv_nchwc_output(acc, b, x.dtype)
 
 
 def schedule_conv_nchwc(s: Any, outputs: Sequence[Any], target: Any) -> None:

@@ -172,32 +172,43 @@ def schedule_winograd_gpu(s: Schedule, outputs: Sequence[Tensor], target: Any) -
 
 
 # ---- algorithm choice on GPU targets (conv_algorithms.specialize) ---------------------------
-FORCE_ENV = "TIR_GPU_CONV_ALGORITHM"  # direct | winograd2 | winograd4 | gemm: the default, forced
+FORCE_ENV = "TIR_GPU_CONV_ALGORITHM"  # direct | winograd2 | winograd4 | gemm | splitk: forced default
 
 
 def gpu_algorithm_choices(
-    x_shape: Sequence[int], w_shape: Sequence[int], attrs: dict[str, Any], weight_const: bool
+    x_shape: Sequence[int], w_shape: Sequence[int], attrs: dict[str, Any], weight_const: bool, profile: Any
 ) -> tuple[list[str], str]:
     """(choices, default) of the `algorithm` knob of a conv2d_nchwc on an OpenCL target:
-    winograd2 / winograd4 (3x3, stride 1, dilation 1, group 1, constant weight) beside direct.
-    The default is direct: on an H100 through OpenCL this template's Winograd lost to the
-    direct template on every ResNet layer measured (3x3 conv + bias + relu, kernel time,
-    `benchmarks/gpu_compare.py` on single-conv models): 128ch 28x28 direct 0.09 ms, F(2,3)
-    0.22, F(4,3) 0.71; 256ch 14x14 0.16 vs F(2,3) 0.66; 512ch 7x7 0.29 vs F(2,3) 0.71 (and
-    its transformed weights are 16/9 or 4x larger). Winograd stays a tuning choice.
-    gemm (ops/conv1x1_gpu.py) is a choice for 1x1, stride-1, group-1 convs, not the default
-    (no measurement yet). `TIR_GPU_CONV_ALGORITHM` forces the default where it is a choice."""
+    winograd2 / winograd4 (3x3, stride 1, dilation 1, group 1, constant weight) and splitk
+    (group 1, ops/conv_splitk_gpu.py) beside direct. Winograd is not the default: on an H100
+    through OpenCL this template's Winograd lost to the direct template on every ResNet layer
+    measured (3x3 conv + bias + relu, kernel time, `benchmarks/gpu_compare.py` on single-conv
+    models): 128ch 28x28 direct 0.09 ms, F(2,3) 0.22, F(4,3) 0.71; 256ch 14x14 0.16 vs F(2,3)
+    0.66; 512ch 7x7 0.29 vs F(2,3) 0.71 (and its transformed weights are 16/9 or 4x larger).
+    splitk is the default where the direct template's work-items do not fill the device
+    (conv_splitk_gpu.default_split > 1). gemm (ops/conv1x1_gpu.py) is a choice for 1x1,
+    stride-1, group-1 convs. `TIR_GPU_CONV_ALGORITHM` forces the default where it is a choice."""
     import os
 
+    from tensorir.ops.conv import out_spatial
     from tensorir.ops.conv1x1_gpu import gemm_eligible
     from tensorir.ops.conv_algorithms import winograd_eligible
+    from tensorir.ops.conv_splitk_gpu import default_split, direct_work_items, split_choices
+    from tensorir.ops.layout import conv_nchwc_attrs
 
-    if gemm_eligible(x_shape, w_shape, attrs):
-        choices = ["direct", "gemm"]
-    elif weight_const and winograd_eligible(w_shape, attrs):
-        choices = ["direct", "winograd2", "winograd4"]
-    else:
+    if int(attrs.get("group", 1)) != 1:
         return ["direct"], "direct"
+    choices = ["direct"]
+    if gemm_eligible(x_shape, w_shape, attrs):
+        choices.append("gemm")
+    elif weight_const and winograd_eligible(w_shape, attrs):
+        choices += ["winograd2", "winograd4"]
     default = "direct"
+    if split_choices(x_shape[1]):
+        choices.append("splitk")
+        s, p, d = conv_nchwc_attrs(dict(attrs))
+        out_hw = out_spatial(tuple(x_shape[2:4]), tuple(w_shape[2:4]), s, p, d)
+        if default_split(profile, direct_work_items(x_shape, w_shape, out_hw), x_shape[1]) > 1:
+            default = "splitk"
     forced = os.environ.get(FORCE_ENV, "").strip()
     return choices, forced if forced in choices else default

@@ -110,21 +110,24 @@ def test_gemm_random_configs(shape: tuple) -> None:
 
 
 def test_choice_only_for_pointwise(monkeypatch) -> None:
+    from tensorir.devices import get_profile
     from tensorir.ops.winograd_gpu import gpu_algorithm_choices
 
+    pocl = get_profile("pocl")
     x, w1 = (1, 6, 14, 14, 4), (36, 6, 1, 1, 4, 4)
-    pair = (["direct", "gemm"], "direct")
-    assert gpu_algorithm_choices(x, w1, {}, True) == pair
-    assert gpu_algorithm_choices(x, w1, {}, False) == pair  # no weight transform: any weight
-    direct = (["direct"], "direct")
-    assert gpu_algorithm_choices(x, w1, {"strides": (2, 2)}, True) == direct
-    assert gpu_algorithm_choices(x, w1, {"pads": (1, 1, 1, 1)}, True) == direct
-    assert gpu_algorithm_choices(x, (6, 1, 1, 1, 1, 4), {"group": 24}, True) == direct  # depthwise
+    pair = (["direct", "gemm", "splitk"], "direct")
+    assert gpu_algorithm_choices(x, w1, {}, True, pocl) == pair
+    assert gpu_algorithm_choices(x, w1, {}, False, pocl) == pair  # no weight transform: any weight
+    direct = (["direct", "splitk"], "direct")
+    assert gpu_algorithm_choices(x, w1, {"strides": (2, 2)}, True, pocl) == direct
+    assert gpu_algorithm_choices(x, w1, {"pads": (1, 1, 1, 1)}, True, pocl) == direct
+    dw = gpu_algorithm_choices(x, (6, 1, 1, 1, 1, 4), {"group": 24}, True, pocl)
+    assert dw == (["direct"], "direct")  # depthwise
     w3 = (36, 6, 3, 3, 4, 4)
-    assert "gemm" not in gpu_algorithm_choices(x, w3, {"pads": (1, 1, 1, 1)}, True)[0]
+    assert "gemm" not in gpu_algorithm_choices(x, w3, {"pads": (1, 1, 1, 1)}, True, pocl)[0]
     monkeypatch.setenv("TIR_GPU_CONV_ALGORITHM", "gemm")
-    assert gpu_algorithm_choices(x, w1, {}, True) == (["direct", "gemm"], "gemm")
-    assert gpu_algorithm_choices(x, w1, {"strides": (2, 2)}, True) == direct
+    assert gpu_algorithm_choices(x, w1, {}, True, pocl) == (["direct", "gemm", "splitk"], "gemm")
+    assert gpu_algorithm_choices(x, w1, {"strides": (2, 2)}, True, pocl) == direct
     # the CPU keeps its own choices
     from tensorir.ops.conv_algorithms import algorithm_choices
 

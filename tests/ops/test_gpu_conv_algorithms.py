@@ -102,18 +102,26 @@ def test_winograd_random_configs(algo: str) -> None:
 
 def test_default_rule(monkeypatch) -> None:
     """Winograd is a choice where it applies, never the default (it lost to direct on an
-    H100: winograd_gpu.gpu_algorithm_choices); TIR_GPU_CONV_ALGORITHM forces it."""
+    H100: winograd_gpu.gpu_algorithm_choices); TIR_GPU_CONV_ALGORITHM forces it. splitk is a
+    choice of every dense conv whose input channel blocks split, the default only on a GPU
+    whose direct work-items would not fill it (conv_splitk_gpu.default_split)."""
+    from tensorir.devices import get_profile
     from tensorir.ops.winograd_gpu import gpu_algorithm_choices
 
-    w = (64, 64, 3, 3, 4, 4)  # 256 -> 256 channels
-    both = ["direct", "winograd2", "winograd4"]
-    assert gpu_algorithm_choices((1, 64, 14, 14, 4), w, {"pads": PADS}, True) == (both, "direct")
-    assert gpu_algorithm_choices((1, 64, 14, 14, 4), w, {"pads": PADS}, False) == (["direct"], "direct")
+    pocl, h100 = get_profile("pocl"), get_profile("nvidia")
+    x, w = (1, 64, 14, 14, 4), (64, 64, 3, 3, 4, 4)  # 256 -> 256 channels
+    both = ["direct", "winograd2", "winograd4", "splitk"]
+    assert gpu_algorithm_choices(x, w, {"pads": PADS}, True, pocl) == (both, "direct")
+    assert gpu_algorithm_choices(x, w, {"pads": PADS}, False, pocl) == (["direct", "splitk"], "direct")
     strided = {"pads": PADS, "strides": (2, 2)}
-    assert gpu_algorithm_choices((1, 64, 14, 14, 4), w, strided, True) == (["direct"], "direct")
+    assert gpu_algorithm_choices(x, w, strided, True, pocl) == (["direct", "splitk"], "direct")
+    assert gpu_algorithm_choices(x, w, {"pads": PADS}, True, h100) == (both, "splitk")  # 12544 work-items
+    big = (1, 16, 56, 56, 4), (16, 16, 3, 3, 4, 4)  # 50176 work-items fill 132 compute units
+    assert gpu_algorithm_choices(*big, {"pads": PADS}, True, h100) == (both, "direct")
+    assert gpu_algorithm_choices(x, w, {"pads": PADS}, True, get_profile("adreno640")) == (both, "direct")
     monkeypatch.setenv("TIR_GPU_CONV_ALGORITHM", "winograd4")
-    assert gpu_algorithm_choices((1, 64, 14, 14, 4), w, {"pads": PADS}, True) == (both, "winograd4")
-    assert gpu_algorithm_choices((1, 64, 14, 14, 4), w, strided, True) == (["direct"], "direct")
+    assert gpu_algorithm_choices(x, w, {"pads": PADS}, True, pocl) == (both, "winograd4")
+    assert gpu_algorithm_choices(x, w, strided, True, pocl) == (["direct", "splitk"], "direct")
 
 
 @pytest.mark.parametrize("algo", ["winograd2", "winograd4"])
