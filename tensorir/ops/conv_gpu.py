@@ -15,7 +15,9 @@ pixels; the padded input and the epilogue (bias, relu, residual add) are inlined
 
 Knobs: `vector`, `ow_tile`, `oc_blocks`, `work_group`, `unroll_rci`, `storage`.
 Winograd F(2,3)/F(4,3) has its own template (ops/winograd_gpu.py), a tuning choice only: it lost
-to this one on an H100. Im2col has no GPU template.
+to this one on an H100. Split-K (ops/conv_splitk_gpu.py) runs this tile over chunks of the input
+channels (`tile_direct` on its partial sums) where the outputs alone would not fill the device.
+Im2col has no GPU template.
 
 `storage` ("buffer" | "image") is how the kernel reads the weight (M/4, C/4, KH, KW, 4, 4):
 a `__global` buffer, or an image2d_t of width C*KH*KW and height M/4 texels whose texel

@@ -99,7 +99,7 @@ def test_gemm_random_configs(shape: tuple) -> None:
     ins = _case(*shape, seed=7)
     ref = _conv(ins)
     space = kernel_space("conv2d_nchwc", [TensorType(a.shape) for a in ins], {}, GPU)
-    assert space.algorithms == ["direct", "gemm"] and space.default_algorithm == "direct"
+    assert space.algorithms == ["direct", "gemm", "splitk"] and space.default_algorithm == "direct"
     names = {k.name for k in space.knobs("gemm")}
     assert names == KNOBS, names
     rng = random.Random(str(shape))

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from tensorir.graph.types import TensorType
-from tensorir.ops.kernel import kernel_space, op_kernel
+from tensorir.ops.kernel import build_kernel, kernel_space, scratch_arrays
 from tensorir.ops.registry import get_op
 from tensorir.target import get_target
 
@@ -53,11 +53,15 @@ def _run(op: str, shapes: list, attrs: dict, config: dict | None) -> float:
     rng = np.random.default_rng(0)
     xs = [rng.standard_normal(s).astype(np.float32) for s in shapes]
     types = [TensorType(s) for s in shapes]
-    func = op_kernel(op, types, attrs, GPU, config=config)
+    # build_kernel: a sampled conv algorithm rewrites the op (winograd: the weight transformed)
+    func, spec = build_kernel(op, types, attrs, GPU, config=config)
+    args = [spec.transforms[k](a) if k in spec.transforms else a for k, a in enumerate(xs)]
     outs = [np.zeros(t.shape, np.float32) for t in get_op(op).infer(types, attrs)]
-    got, _ = run_gpu_kernel(render_opencl(func, get_profile("pocl")), xs + outs, "pocl")
+    kernel = render_opencl(func, get_profile("pocl"))
+    got, _ = run_gpu_kernel(kernel, args + outs + scratch_arrays(func), "pocl")
     ref = get_op(op).run_reference(xs, attrs)
-    return max(float(np.max(np.abs(g - r))) for g, r in zip(got[len(xs) :], ref, strict=False))
+    ys = got[len(xs) : len(xs) + len(outs)]
+    return max(float(np.max(np.abs(g - r))) for g, r in zip(ys, ref, strict=True))
 
 
 @pytest.mark.parametrize("op, shapes, attrs", CASES, ids=[f"{c[0]}{i}" for i, c in enumerate(CASES)])
