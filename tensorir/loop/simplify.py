@@ -37,6 +37,7 @@ from tensorir.loop.arith import (
 from tensorir.loop.ir import (
     Allocate,
     BinOp,
+    Broadcast,
     Cast,
     Cmp,
     Const,
@@ -284,6 +285,12 @@ BINOP_RULES: list[Rule] = [
     (Wild("x", pred=lambda e: e.op in ("//", "%", "min", "max")), _point),  # range is a point
 ]
 
+
+def _uniform_select(e: Expr) -> bool:
+    """select(broadcast(True/False, n), a, b): every lane takes the same arm."""
+    return isinstance(e.cond, Broadcast) and isinstance(e.cond.value, Const)
+
+
 CMP_RULES: list[Rule] = [
     (Cmp(OP, C1, C2), _fold_cmp),  # c1 < c2 -> True/False
     (Cmp(OP, X, Y), _cmp_range),  # decided by the range of x - y
@@ -361,8 +368,11 @@ class Simplifier(Mutator):
             return super().visit(node)
         e = self.generic(node)
         for _ in range(MAX_REWRITES):
-            if e.lanes != 1:
-                return e
+            if e.lanes != 1:  # vectors: only select(broadcast(True/False), a, b) -> a / b
+                if not (isinstance(e, Select) and _uniform_select(e)):
+                    return e
+                e = self.generic(e.a if e.cond.value.value else e.b)
+                continue
             out = rewrite(e, self.rules, self.ranges)
             if out is None:
                 return e

@@ -85,17 +85,45 @@ def conv_algorithm(x: TensorType, w: TensorType, attrs: Mapping[str, Any], weigh
     return knob("algorithm", choices, default)
 
 
-def _conv_step(op: str, attrs: Mapping[str, Any]) -> tuple[int | None, tuple[int, int] | None]:
-    """(anchor step index or None for a plain op, (x arg, w arg) as kernel input indices)."""
-    if op == "conv2d_nchwc":
+def _conv_step(
+    op: str, attrs: Mapping[str, Any], name: str = "conv2d_nchwc"
+) -> tuple[int | None, tuple[int, int] | None]:
+    """(anchor step index or None for a plain op, (x arg, w arg) as kernel input indices) of
+    the op `name` (alone or as the fused node's anchor)."""
+    if op == name:
         return None, (0, 1)
     body = attrs.get("body") if op == "fused" else None
     if not isinstance(body, FusedBody) or body.anchor is None:
         return None, None
     step = body.steps[body.anchor]
-    if step.op != "conv2d_nchwc" or max(step.args[:2]) >= body.n_inputs:
+    if step.op != name or max(step.args[:2]) >= body.n_inputs:
         return None, None
     return body.anchor, (step.args[0], step.args[1])
+
+
+def _dense(
+    op: str, in_types: tuple[TensorType, ...], attrs: Mapping[str, Any], const_args: frozenset[int] | None
+) -> Specialized:
+    """A dense (alone or as an anchor) on a CPU: "direct" or "strassen" (ops/dense_strassen.py,
+    the weight transformed at compile time)."""
+    from tensorir.ops import dense_strassen as st
+
+    anchor, io = _conv_step(op, attrs, "dense")
+    if io is None:
+        return Specialized(op, in_types, attrs)
+    xi, wi = io
+    const = const_args is None or wi in const_args
+    choices, default = st.algorithm_choices(in_types[xi].shape, in_types[wi].shape, const)
+    if len(choices) == 1:
+        return Specialized(op, in_types, attrs)
+    algo = knob("algorithm", choices, default)
+    if algo != "strassen":
+        return Specialized(op, in_types, attrs, algo)
+    n, k = in_types[wi].shape
+    types = tuple(TensorType((7, n // 2, k // 2), t.dtype) if j == wi else t for j, t in enumerate(in_types))
+    new_op, new_attrs = _rewrite(op, attrs, anchor, st.OP, {})
+    transform = st.weight_transform
+    return Specialized(new_op, types, new_attrs, algo, {wi: transform})
 
 
 def specialize(
@@ -110,6 +138,8 @@ def specialize(
     in_types = tuple(in_types)
     anchor, io = _conv_step(op, attrs)
     if io is None:
+        if getattr(target, "kind", "llvm") == "llvm":
+            return _dense(op, in_types, attrs, const_args)
         return Specialized(op, in_types, attrs)
     xi, wi = io
     conv_attrs = dict(attrs) if anchor is None else dict(attrs["body"].steps[anchor].attrs)

@@ -91,6 +91,19 @@ def test_rule(before, after):
     assert expr_text(simplify(before, RANGES)) == after
 
 
+def test_vector_select_with_a_uniform_condition():
+    """select(broadcast(True/False, n), a, b) takes one arm (an unrolled quadrant of Strassen's
+    output); a vector condition that varies by lane stays."""
+    from tensorir.loop.ir import Broadcast, Ramp
+
+    a, b = Load(A, Ramp(i * 16, 1, 4)), Load(C, Ramp(i * 16, 1, 4))
+    true, false = Broadcast(Const(True, "bool"), 4), Broadcast(Const(False, "bool"), 4)
+    assert expr_text(simplify(Select(true, a, b), RANGES)) == "A[ramp(i*16, 1, 4)]"
+    assert expr_text(simplify(Select(false, a, Select(true, b, a)), RANGES)) == "C[ramp(i*16, 1, 4)]"
+    varying = Select(Broadcast(n < 4, 4), a, b)
+    assert expr_text(simplify(varying, RANGES)) == expr_text(varying)
+
+
 def test_idempotent():
     e = simplify((i * 4 + j) * 16 + k - 3, RANGES)
     assert simplify(e, RANGES) == e
