@@ -92,6 +92,10 @@ def test_choices_and_default():
     assert st.algorithm_choices((63, 32), (48, 32), True) == (["direct"], "direct")  # odd M
     assert st.algorithm_choices((64, 31), (48, 31), True) == (["direct"], "direct")  # odd K
     assert st.algorithm_choices((64, 32), (48, 32), True)[1] == "direct"  # small: direct
+    # the measured cut-off (strassen_default): BERT-base's FFN at 512 tokens
+    assert st.algorithm_choices((512, 3072), (768, 3072), True)[1] == "strassen"  # down: 0.87-0.94x
+    assert st.algorithm_choices((512, 768), (3072, 768), True)[1] == "direct"  # up: 1.00-1.03x
+    assert st.algorithm_choices((1024, 1024), (1024, 1024), True)[1] == "direct"  # 0.97-1.01x
 
 
 def _matmul_model(m: int, k: int, n: int) -> onnx.ModelProto:
