@@ -28,18 +28,23 @@ def compile(  # noqa: A001 - the public name the design promises
     records=None,
     weights: str = "embedded",
     layout_block=None,
+    signature: str = "serving_default",
 ):
-    """Compile a model (path or onnx.ModelProto) to a native library; returns it loaded by
+    """Compile a model (an ONNX path or onnx.ModelProto; a TensorFlow SavedModel folder, frozen
+    .pb, .keras / .h5 or .tflite path) to a native library; returns it loaded by
     the target's backend: a Module for this machine (`.run`, `.profile`, `.export`,
     `.set_num_threads`), a qemu-run module for linux-arm64, an export-only Artifact for a
     device that cannot run here (android-arm64).
     `records`: tuned configs per workload key — a {key: config} dict or anything with
-    `best(key)` (autotune.records.Records); workloads without one use the defaults."""
+    `best(key)` (autotune.records.Records); workloads without one use the defaults.
+    `signature`: which of a SavedModel's signatures to compile."""
     import tempfile
 
     from tensorir.pipeline import compile_model, load_folder
 
-    build = compile_model(model, target, input_shapes, records=records, layout_block=layout_block)
+    build = compile_model(
+        model, target, input_shapes, records=records, layout_block=layout_block, signature=signature
+    )
     return load_folder(build.write(tempfile.mkdtemp(prefix="tir-build-"), weights))
 
 

@@ -1,8 +1,9 @@
 """Issue 13's model families (family_fixtures.py) in every format: imported, run on the reference
 path and compiled for the host, matched against Keras (SavedModel, frozen .pb, .keras) or the
 TFLite interpreter (.tflite float32 and fp16 weights); the compiled graph keeps no transpose
-between two convolutions. One family also compiled for linux-arm64 (run under qemu) and
-android-arm64. Each family is built and exported once per session, when a test first needs it."""
+between two convolutions. Every family in every format also compiled for android-arm64, and
+one for linux-arm64 (run under qemu). Each family is built and exported once per session, when a
+test first needs it."""
 
 from __future__ import annotations
 
@@ -70,6 +71,21 @@ def test_family_matches(family, tmp_path, name, fmt):
     host_err = check_close(module.run({inp: m["x"]})[0], expected)
     print(f"{name} {fmt}: max rel error reference {ref_err:.2e}, host {host_err:.2e}")
     assert transposes_between_convs(build.graph) == []
+
+
+@pytest.mark.arm64
+@pytest.mark.parametrize(("name", "fmt"), CASES)
+def test_family_compiles_for_android(family, tmp_path, name, fmt):
+    """Every family in every format: an android-arm64 library that imports only libc (what an
+    app links; run under qemu below for MobileNetV3Small)."""
+    from tensorir.codegen.link import needed_libraries
+
+    path = family(name)["paths"][fmt]
+    folder = compile_graph(load_graph_any(path), "android-arm64", raw=str(path).encode()).write(tmp_path)
+    lib = folder / "libmodel.so"
+    header = lib.read_bytes()[:20]
+    assert header[:4] == b"\x7fELF" and int.from_bytes(header[18:20], "little") == 183  # EM_AARCH64
+    assert needed_libraries(lib) == ["libc.so"]
 
 
 @pytest.mark.arm64
