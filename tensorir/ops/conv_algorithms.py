@@ -1,4 +1,4 @@
-"""Which algorithm computes a packed convolution, and the kernel rewrite it needs.
+"""Which algorithm computes a packed convolution (or a dense), and the kernel rewrite it needs.
 
 A `conv2d_nchwc` (alone or as the anchor of a fused node) has an `algorithm` knob:
 
@@ -14,9 +14,13 @@ strided 3x3 convs (layer3.0 / layer4.0: 4.0-7.7 / 10.2 ms vs 3.1 / 3.5 ms) and t
 (6.9 vs 4.4 ms), 1 thread, `benchmarks/layers.py --algorithm`; a tuned record picks it
 where it wins.
 
-Winograd changes the kernel's inputs (U instead of w), so `specialize` rewrites the op
-(its anchor step) and returns the weight transform for the caller to apply to the
-constant: the compiler to the weight it embeds, the tuner to its random inputs.
+On OpenCL targets the choices are winograd_gpu.gpu_algorithm_choices' (direct, winograd2/4,
+gemm for 1x1, splitk). A `dense` with a constant weight on a CPU has its own knob: direct or
+strassen (ops/dense_strassen.py, one level, default from a cut-off measured there).
+
+Winograd and Strassen change the kernel's inputs (U or the seven B operands instead of w), so
+`specialize` rewrites the op (its anchor step) and returns the weight transform for the caller
+to apply to the constant: the compiler to the weight it embeds, the tuner to its random inputs.
 """
 
 from __future__ import annotations
