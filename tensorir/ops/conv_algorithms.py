@@ -199,13 +199,10 @@ def _split_k(
     profile: Any,
 ) -> Specialized:
     """The "splitk" algorithm: the `split_k` knob, put in the conv's attributes for its compute."""
-    from tensorir.ops.conv import out_spatial
-    from tensorir.ops.conv_splitk_gpu import default_split, direct_work_items, split_choices
+    from tensorir.ops.conv_splitk_gpu import conv_default_split, split_choices
 
     conv_attrs = dict(attrs) if anchor is None else dict(attrs["body"].steps[anchor].attrs)
-    s, p, d = conv_nchwc_attrs(conv_attrs)
-    out_hw = out_spatial(tuple(x_shape[2:4]), tuple(w_shape[2:4]), s, p, d)
-    default = max(2, default_split(profile, direct_work_items(x_shape, w_shape, out_hw), x_shape[1]))
+    default = max(2, conv_default_split(x_shape, w_shape, conv_attrs, profile))
     split = knob("split_k", split_choices(x_shape[1]), default)
     new_op, new_attrs = _rewrite(op, attrs, anchor, "conv2d_nchwc", {**conv_attrs, "split_k": split})
     return Specialized(new_op, in_types, new_attrs, "splitk")

@@ -45,10 +45,15 @@ def split_choices(in_blocks: int) -> list[int]:
     return [k for k in SPLITS if in_blocks % k == 0]
 
 
-def direct_work_items(x_shape: Sequence[int], w_shape: Sequence[int], out_hw: Sequence[int]) -> int:
-    """Work-items of the direct template on a scalar-SIMT GPU (one output pixel x one channel
-    block each): N x M/ob x OH x OW."""
-    return x_shape[0] * w_shape[0] * out_hw[0] * out_hw[1]
+def conv_default_split(x_shape: Sequence[int], w_shape: Sequence[int], attrs: Any, profile: Any) -> int:
+    """`default_split` of a conv2d_nchwc: the direct template's work-items on a scalar-SIMT
+    GPU are one per output pixel x channel block, N x M/ob x OH x OW."""
+    from tensorir.ops.conv import out_spatial
+    from tensorir.ops.layout import conv_nchwc_attrs
+
+    s, p, d = conv_nchwc_attrs(dict(attrs))
+    oh, ow = out_spatial(tuple(x_shape[2:4]), tuple(w_shape[2:4]), s, p, d)
+    return default_split(profile, x_shape[0] * w_shape[0] * oh * ow, x_shape[1])
 
 
 def default_split(profile: Any, work_items: int, in_blocks: int) -> int:

@@ -190,11 +190,9 @@ def gpu_algorithm_choices(
     stride-1, group-1 convs. `TIR_GPU_CONV_ALGORITHM` forces the default where it is a choice."""
     import os
 
-    from tensorir.ops.conv import out_spatial
     from tensorir.ops.conv1x1_gpu import gemm_eligible
     from tensorir.ops.conv_algorithms import winograd_eligible
-    from tensorir.ops.conv_splitk_gpu import default_split, direct_work_items, split_choices
-    from tensorir.ops.layout import conv_nchwc_attrs
+    from tensorir.ops.conv_splitk_gpu import conv_default_split, split_choices
 
     if int(attrs.get("group", 1)) != 1:
         return ["direct"], "direct"
@@ -206,9 +204,7 @@ def gpu_algorithm_choices(
     default = "direct"
     if split_choices(x_shape[1]):
         choices.append("splitk")
-        s, p, d = conv_nchwc_attrs(dict(attrs))
-        out_hw = out_spatial(tuple(x_shape[2:4]), tuple(w_shape[2:4]), s, p, d)
-        if default_split(profile, direct_work_items(x_shape, w_shape, out_hw), x_shape[1]) > 1:
+        if conv_default_split(x_shape, w_shape, attrs, profile) > 1:
             default = "splitk"
     forced = os.environ.get(FORCE_ENV, "").strip()
     return choices, forced if forced in choices else default
