@@ -32,6 +32,7 @@ import onnx.numpy_helper
 
 from tensorir.debug import stage
 from tensorir.errors import ModelError, ShapeError, TirError, UnsupportedOpError
+from tensorir.frontend.onnx_functions import expand_functions
 from tensorir.graph.graph import Graph, Value
 from tensorir.graph.types import Node, TensorType
 from tensorir.ops.registry import get_op
@@ -194,13 +195,28 @@ def _opset(model: onnx.ModelProto) -> int:
     return 1
 
 
-def check_supported(model: onnx.ModelProto) -> None:
-    """One error listing every unsupported op type, a node name and how many."""
+def is_supported(n: onnx.NodeProto) -> bool:
+    """A converter exists for this node's op."""
+    return n.domain in _ONNX_DOMAINS and n.op_type in CONVERTERS
+
+
+def expand_unsupported(model: onnx.ModelProto) -> onnx.ModelProto:
+    """`model` with ops that lack a converter but are ONNX functions of supported ops
+    replaced by their bodies (frontend/onnx_functions.py)."""
     _load_converters()
+    if all(is_supported(n) for n in model.graph.node):
+        return model
+    return expand_functions(model, is_supported, _opset(model))
+
+
+def check_supported(model: onnx.ModelProto) -> None:
+    """One error listing every unsupported op type, a node name and how many (ops that
+    expand into supported ones count as supported)."""
+    model = expand_unsupported(model)
     missing: dict[str, list[str]] = collections.defaultdict(list)
     for n in model.graph.node:
         key = n.op_type if n.domain in _ONNX_DOMAINS else f"{n.domain}.{n.op_type}"
-        if n.domain not in _ONNX_DOMAINS or n.op_type not in CONVERTERS:
+        if not is_supported(n):
             missing[key].append(n.name or (n.output[0] if n.output else "?"))
     if missing:
         parts = [f"{t} x{len(ns)} (e.g. node '{ns[0]}')" for t, ns in sorted(missing.items())]
@@ -333,7 +349,7 @@ def _import(
 ) -> Graph:
     if not isinstance(model, onnx.ModelProto):
         model = load_model(model)
-    _load_converters()
+    model = expand_unsupported(model)
     check_supported(model)
     nodes = _sorted_nodes(model)
     input_shapes = dict(input_shapes or {})
