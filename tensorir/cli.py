@@ -153,8 +153,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--compare-ort",
         action="store_true",
-        help="compare every output with onnxruntime: max abs / rel error, cosine, SQNR; exit 1 when "
-        "one misses the tolerance (--rtol, --atol, --min-cosine)",
+        help="compare every output with onnxruntime (TensorFlow / tf.lite.Interpreter for TF and TFLite "
+        "models): max abs / rel error, cosine, SQNR; exit 1 when one misses the tolerance (--rtol, "
+        "--atol, --min-cosine)",
     )
     _add_tolerance_args(p)
     p.add_argument("--save", metavar="DIR", help="write each output to DIR/<name>.npy")

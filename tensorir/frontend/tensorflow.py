@@ -68,8 +68,9 @@ def supported_tf_ops() -> set[str]:
     return set(TF_CONVERTERS) | PASS_THROUGH | {"IdentityN", "NoOp", "Placeholder", "Const"}
 
 
-def import_tf() -> Any:
-    """The tensorflow module (lazily: ONNX models never need it); one line if it is missing."""
+def import_tf(need: str = "TensorFlow models need TensorFlow at import time") -> Any:
+    """The tensorflow module (lazily: ONNX models never need it); one line if it is missing,
+    starting with `need` (what needs it)."""
     from tensorir.devices import preload_opencl
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -77,9 +78,7 @@ def import_tf() -> Any:
     try:
         import tensorflow as tf
     except ImportError:
-        raise TirError(
-            "TensorFlow models need TensorFlow at import time: pip install 'tensorir[tf]' (tensorflow-cpu)"
-        ) from None
+        raise TirError(f"{need}: pip install 'tensorir[tf]' (tensorflow-cpu)") from None
     return tf
 
 
@@ -469,24 +468,3 @@ def from_tensorflow(
         except TirError as e:  # one line that names the file, as the TFLite and ONNX importers do
             raise type(e)(f"{path}: {e}") from None
     return st.result
-
-
-def tf_reference(
-    path: str | os.PathLike, signature: str = "serving_default"
-) -> Callable[[Mapping[str, np.ndarray]], list[np.ndarray]]:
-    """TensorFlow's own outputs for a model (its frozen graph run by TF), in output order:
-    what `tir run --compare-ort` checks a TensorFlow model against."""
-    model = load_tf_model(path, signature)
-    tf = import_tf()
-
-    def body() -> None:
-        tf.compat.v1.import_graph_def(model.graph_def, name="")
-
-    names = [n for n, _, _ in model.inputs]
-    wrapped = tf.compat.v1.wrap_function(body, [])
-    fn = wrapped.prune(feeds=[f"{n}:0" for n in names], fetches=[t for _, t in model.outputs])
-
-    def run(feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
-        return [np.asarray(o) for o in fn(*[tf.constant(feeds[n]) for n in names])]
-
-    return run

@@ -3,12 +3,15 @@
 A .onnx model is compiled for `--target` and run (what the user ships), or run by the numpy
 reference interpreter (`--backend ref`); a compiled folder is run as it is. `--compare-ort`
 prints each output's figures against onnxruntime (tensorir/tools/compare.py) and makes the
-exit status 1 when one misses the tolerance."""
+exit status 1 when one misses the tolerance. TensorFlow and TFLite models are compared with
+TensorFlow and tf.lite.Interpreter instead, run in the TensorFlow child process
+(frontend/tf_child.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +20,7 @@ import onnx
 
 from tensorir.errors import InputError, TirError
 from tensorir.frontend.onnx import from_onnx, load_model, shape_conflict
+from tensorir.frontend.tf_child import TFReference
 from tensorir.graph.graph import Graph
 from tensorir.graph.types import TensorType, np_dtype
 from tensorir.runtime.reference import run_reference
@@ -158,18 +162,18 @@ def _describe(name: str, out: np.ndarray) -> str:
     return line
 
 
-Reference = onnx.ModelProto | Callable[[Mapping[str, np.ndarray]], list[np.ndarray]]
+Reference = onnx.ModelProto | TFReference
 
 
 def _reference_outputs(ref: Reference | None, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray] | None:
-    """onnxruntime's outputs for an ONNX model, or those of a reference callable (TensorFlow)."""
+    """onnxruntime's outputs for an ONNX model, or TensorFlow's / the TFLite interpreter's."""
     if ref is None:
         return None
     return run_onnxruntime(ref, feeds) if isinstance(ref, onnx.ModelProto) else ref(feeds)
 
 
 def _reference_name(ref: Reference | None) -> str:
-    return "onnxruntime" if isinstance(ref, onnx.ModelProto) else "tensorflow"
+    return "onnxruntime" if isinstance(ref, onnx.ModelProto) else getattr(ref, "label", "")
 
 
 def report(
@@ -327,13 +331,26 @@ def run_artifact_cli(
 
     mod = load_folder(folder)  # the backend that wrote the folder picks how it runs here
     samples = given_samples(inputs, inputs_dir, {t["name"]: np_dtype(t["dtype"]) for t in mod.inputs})
-    ort_model = None
-    if compare_ort:
-        source = onnx_path or mod.manifest.get("source_model")
-        if not source or not Path(source).exists():
-            raise TirError(f"--compare-ort: give the ONNX model with --onnx (not found: {source})")
-        ort_model = load_model(source)
-    return _run_module(folder, mod, samples, seed, ort_model, tolerance, save_dir, profile, threads)
+    if not compare_ort:
+        return _run_module(folder, mod, samples, seed, None, tolerance, save_dir, profile, threads)
+    source = onnx_path or mod.manifest.get("source_model")
+    if not source or not Path(source).exists():
+        raise TirError(f"--compare-ort: give the ONNX model with --onnx (not found: {source})")
+    with _reference(source, [t["name"] for t in mod.outputs]) as ref:
+        return _run_module(folder, mod, samples, seed, ref, tolerance, save_dir, profile, threads)
+
+
+@contextlib.contextmanager
+def _reference(source: str, names: Sequence[str], signature: str = "serving_default") -> Iterator[Reference]:
+    """The reference runtime of a model file: onnxruntime for ONNX, TensorFlow or the TFLite
+    interpreter (in the TensorFlow child process, closed afterwards) for the other formats."""
+    from tensorir.frontend import model_format
+
+    if model_format(source) == "onnx":
+        yield load_model(source)
+        return
+    with TFReference(source, signature, names) as ref:
+        yield ref
 
 
 def run_graph_model_cli(
@@ -354,31 +371,23 @@ def run_graph_model_cli(
     signature: str = "serving_default",
 ) -> int:
     """`tir run` for a model that is not ONNX (TensorFlow, TFLite): imported by its frontend,
-    compiled for `target` (or run by the reference interpreter); --compare-ort compares a
-    TensorFlow model with TensorFlow's own outputs."""
-    from tensorir.frontend import load_graph_any, model_format
-    from tensorir.pipeline import compile_model
+    compiled for `target` (or run by the reference interpreter); --compare-ort compares it with
+    TensorFlow's own outputs (tf.lite.Interpreter for a .tflite)."""
+    from tensorir.frontend import load_graph_any, model_bytes
+    from tensorir.pipeline import compile_graph
+    from tensorir.target import get_target
 
+    compile_for = get_target(target) if backend != "ref" else None  # a bad target before the import
     g = load_graph_any(path, input_shapes, signature=signature, override_shapes=override_shapes)
     samples = given_samples(inputs, inputs_dir, {n: np_dtype(g.type_of(v).dtype) for n, v in _inputs(g)})
-    ref = None
-    if compare_ort:
-        if model_format(path) != "tensorflow":
-            raise TirError(
-                f"--compare-ort: no reference runtime for {path} (ONNX and TensorFlow models only)"
-            )
-        from tensorir.frontend.tensorflow import tf_reference
-
-        ref = tf_reference(path, signature)
-    if backend == "ref":
-        feeds = [(label, random_inputs(g, given, seed)) for label, given in samples]
-        return report(
-            [n for n, _ in g.outputs], lambda f: run_reference(g, f), feeds, ref, tolerance, save_dir
-        )
-    build = compile_model(
-        path, target, input_shapes, records=records, override_shapes=override_shapes, signature=signature
-    )
-    return _run_build(path, build, samples, seed, ref, tolerance, save_dir, profile, threads)
+    names = [n for n, _ in g.outputs]
+    with _reference(path, names, signature) if compare_ort else contextlib.nullcontext() as ref:
+        if backend == "ref":
+            feeds = [(label, random_inputs(g, given, seed)) for label, given in samples]
+            return report(names, lambda f: run_reference(g, f), feeds, ref, tolerance, save_dir)
+        raw = model_bytes(path)
+        build = compile_graph(g, compile_for or target, records, raw=raw, input_shapes=input_shapes)
+        return _run_build(path, build, samples, seed, ref, tolerance, save_dir, profile, threads)
 
 
 def _inputs(g: Graph) -> list[tuple[str, Any]]:

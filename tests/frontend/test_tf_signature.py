@@ -10,27 +10,14 @@ import pytest
 import tensorir as tir
 from tensorir.cli import main
 from tensorir.errors import TirError
+from tests.frontend.tf_fixtures import save_two_signatures
 
 pytestmark = pytest.mark.tf  # TensorFlow in the process: a session of its own (quickstart.sh)
 
 
 @pytest.fixture(scope="module")
 def two_signatures(tmp_path_factory) -> str:
-    import tensorflow as tf
-
-    class Module(tf.Module):
-        @tf.function(input_signature=[tf.TensorSpec((2, 3), tf.float32, name="x")])
-        def plus_one(self, x):
-            return {"y": x + 1.0}
-
-        @tf.function(input_signature=[tf.TensorSpec((2, 3), tf.float32, name="x")])
-        def double(self, x):
-            return {"y": x * 2.0}
-
-    m = Module()
-    folder = tmp_path_factory.mktemp("sigs") / "saved"
-    tf.saved_model.save(m, str(folder), signatures={"serving_default": m.plus_one, "double": m.double})
-    return str(folder)
+    return save_two_signatures(tmp_path_factory.mktemp("sigs") / "saved")
 
 
 X = np.arange(6, dtype=np.float32).reshape(2, 3)

@@ -84,3 +84,22 @@ def save_all(folder: Path, names: tuple[str, ...] = tuple(BUILDERS)) -> dict[str
         x = np.random.default_rng(2).standard_normal(shape).astype(np.float32)
         out[name] = {"paths": paths, "x": x, "expected": np.asarray(model(x, training=False))}
     return out
+
+
+def save_two_signatures(folder: Path) -> str:
+    """A SavedModel with two signatures on a (2, 3) float32 input x: serving_default (y = x + 1)
+    and double (y = x * 2)."""
+    import tensorflow as tf
+
+    class Module(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec((2, 3), tf.float32, name="x")])
+        def plus_one(self, x):
+            return {"y": x + 1.0}
+
+        @tf.function(input_signature=[tf.TensorSpec((2, 3), tf.float32, name="x")])
+        def double(self, x):
+            return {"y": x * 2.0}
+
+    m = Module()
+    tf.saved_model.save(m, str(folder), signatures={"serving_default": m.plus_one, "double": m.double})
+    return str(folder)

@@ -224,7 +224,7 @@ def _op_cases() -> dict[str, tuple[Callable, list[tuple[int, ...]]]]:
     }
 
 
-def _convert_function(fn: Callable, shapes: list[tuple[int, ...]]) -> bytes:
+def convert_function(fn: Callable, shapes: list[tuple[int, ...]]) -> bytes:
     tf = _tf()
     spec = [tf.TensorSpec(s, tf.float32, name=f"in{k}") for k, s in enumerate(shapes)]
     f = tf.function(fn, input_signature=spec, autograph=False)
@@ -250,7 +250,7 @@ def build_all(root: Path) -> dict[str, Path]:
     assert tuple(cases) == OP_CASES
     for name, (fn, shapes) in cases.items():
         paths[name] = root / f"op_{name}.tflite"
-        paths[name].write_bytes(_convert_function(fn, shapes))
+        paths[name].write_bytes(convert_function(fn, shapes))
     for name, data in _refused().items():
         paths[name] = root / f"refused_{name}.tflite"
         paths[name].write_bytes(data)
@@ -274,7 +274,7 @@ def _refused() -> dict[str, bytes]:
         for _ in range(2):
             yield [rng.standard_normal((1, 8, 8, 4)).astype(np.float32)]
 
-    out = {"unsupported": _convert_function(lambda x: tf.math.cumsum(conv(x), axis=1), [(1, 8, 8, 4)])}
+    out = {"unsupported": convert_function(lambda x: tf.math.cumsum(conv(x), axis=1), [(1, 8, 8, 4)])}
     f = tf.function(igamma, input_signature=spec, autograph=False)
     converter = tf.lite.TFLiteConverter.from_concrete_functions([f.get_concrete_function()], f)
     converter.allow_custom_ops = True
