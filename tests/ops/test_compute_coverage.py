@@ -7,6 +7,7 @@ from tensorir.ops.registry import all_ops
 # op -> why no kernel computes it
 WITHOUT_COMPUTE = {
     "dropout": "training-mode dropout draws numpy's seeded random mask; inference dropout is identity",
+    "recurrence": "the loop over time of LSTM / GRU / RNN: reference only so far",
 }
 
 
