@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import collections
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -195,6 +195,15 @@ def _opset(model: onnx.ModelProto) -> int:
     return 1
 
 
+def all_nodes(g: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
+    """The graph's nodes and those of its nodes' subgraphs (If branches, Loop/Scan bodies)."""
+    for n in g.node:
+        yield n
+        for a in n.attribute:
+            for sub in [a.g] if a.type == onnx.AttributeProto.GRAPH else a.graphs:
+                yield from all_nodes(sub)
+
+
 def is_supported(n: onnx.NodeProto) -> bool:
     """A converter exists for this node's op."""
     return n.domain in _ONNX_DOMAINS and n.op_type in CONVERTERS
@@ -204,7 +213,7 @@ def expand_unsupported(model: onnx.ModelProto) -> onnx.ModelProto:
     """`model` with ops that lack a converter but are ONNX functions of supported ops
     replaced by their bodies (frontend/onnx_functions.py)."""
     _load_converters()
-    if all(is_supported(n) for n in model.graph.node):
+    if all(is_supported(n) for n in all_nodes(model.graph)):
         return model
     return expand_functions(model, is_supported, _opset(model))
 
@@ -214,7 +223,7 @@ def check_supported(model: onnx.ModelProto) -> None:
     expand into supported ones count as supported)."""
     model = expand_unsupported(model)
     missing: dict[str, list[str]] = collections.defaultdict(list)
-    for n in model.graph.node:
+    for n in all_nodes(model.graph):
         key = n.op_type if n.domain in _ONNX_DOMAINS else f"{n.domain}.{n.op_type}"
         if not is_supported(n):
             missing[key].append(n.name or (n.output[0] if n.output else "?"))
@@ -367,18 +376,23 @@ def _import(
         if vi.name not in inits:
             ctx.values[vi.name] = graph.add_input(vi.name, _input_type(vi, input_shapes))
     for n in nodes:
-        try:
-            outs = CONVERTERS[n.op_type](ctx, n)
-        except TirError:
-            raise
-        except Exception as e:  # a converter bug or a malformed node: name the node
-            raise ModelError(f"{node_label(n)}: cannot convert: {type(e).__name__}: {e}") from e
-        for name, v in zip(n.output, outs, strict=False):
-            if name:
-                ctx.values[name] = v
+        convert_node(ctx, n)
     graph.set_outputs((o.name, ctx.values[o.name]) for o in og.output)
     prune_unused(graph)
     return graph
+
+
+def convert_node(ctx: ImportContext, n: onnx.NodeProto) -> None:
+    """Add node `n`'s ops to the graph and bind its outputs' names."""
+    try:
+        outs = CONVERTERS[n.op_type](ctx, n)
+    except TirError:
+        raise
+    except Exception as e:  # a converter bug or a malformed node: name the node
+        raise ModelError(f"{node_label(n)}: cannot convert: {type(e).__name__}: {e}") from e
+    for name, v in zip(n.output, outs, strict=False):
+        if name:
+            ctx.values[name] = v
 
 
 def prune_unused(graph: Graph) -> None:

@@ -268,10 +268,18 @@ def _dense(sp: onnx.SparseTensorProto) -> np.ndarray:
     return out
 
 
+def _scalar(node: onnx.NodeProto, value: np.ndarray, what: str) -> np.ndarray:
+    """A scalar input given as a scalar or a one-element tensor (AffineGrid's body does)."""
+    value = np.asarray(value)
+    if value.size != 1:
+        raise ModelError(f"{node_label(node)}: {what} must be a scalar, got shape {list(value.shape)}")
+    return value.reshape(())
+
+
 @converter("Range")
 def range_(ctx: ImportContext, node: onnx.NodeProto) -> list[Value]:
     names = ("start", "limit", "delta")
-    start, limit, delta = (np.asarray(ctx.const_input(node, i, n)) for i, n in enumerate(names))
+    start, limit, delta = (_scalar(node, ctx.const_input(node, i, n), n) for i, n in enumerate(names))
     dtype = start.dtype
     if delta.astype(np.float64) == 0:
         raise ModelError(f"{node_label(node)}: delta must not be 0")
