@@ -74,7 +74,10 @@ def op_kernel(
     `passes=False`: the loop nest before simplify / vectorize / unroll (annotated loops; what
     the tuner's cost model reads — an order of magnitude cheaper to produce)."""
     target = get_target(target)
+    builder = get_op(op).extra.get("kernel")  # registry.register_kernel
     with use_config(config):
+        if builder is not None:
+            return builder(list(in_types), attrs, target, name or op, passes)
         ins, outs = op_compute(op, in_types, attrs)
         if all(isinstance(t.op, PlaceholderOp) for t in outs):  # all empty: nothing to compute
             params = tuple(Buffer(t.name, t.shape, t.dtype) for t in [*ins, *outs])

@@ -123,6 +123,22 @@ def register_compute(name: str, schedule: Callable | None = None) -> Callable[[C
     return deco
 
 
+def register_kernel(name: str) -> Callable[[Callable], Callable]:
+    """Attach a kernel builder to a registered op whose kernel is more than one compute under
+    one schedule (the recurrence: its step lowered once inside a loop over time, rnn_compute.py).
+    `builder(in_types, attrs, target, name, passes) -> LoopFunc`; `ops.kernel.op_kernel` calls
+    it instead of compute + schedule + lower, under the same knob config."""
+
+    def deco(fn: Callable) -> Callable:
+        opdef = OPS[name]
+        if "compute" in opdef.extra or "kernel" in opdef.extra:
+            raise RuntimeError(f"op '{name}' has a compute definition or kernel builder already")
+        opdef.extra["kernel"] = fn
+        return fn
+
+    return deco
+
+
 class NoScheduleError(TirError):
     """The op has no schedule for this kind of target (the compiler runs it on the CPU)."""
 

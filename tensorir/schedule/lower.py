@@ -31,7 +31,7 @@ around the store (a `Select` evaluates both arms). Then: simplify, vectorize, un
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from tensorir.loop.arith import Range, int_range
@@ -40,6 +40,7 @@ from tensorir.loop.ir import (
     Barrier,
     BinOp,
     Buffer,
+    Cast,
     Const,
     Expr,
     For,
@@ -52,6 +53,7 @@ from tensorir.loop.ir import (
     Stmt,
     Store,
     Var,
+    as_expr,
 )
 from tensorir.loop.passes import unroll, vectorize
 from tensorir.loop.simplify import simplify
@@ -71,6 +73,7 @@ Conds = dict[int, list[Expr]]  # loop position -> guards (position -1: around th
 class _Realized:
     buffer: Buffer
     bases: tuple[Expr, ...]  # tensor coordinates of the buffer's element 0
+    place: Callable[..., Sequence[Expr]] | None = None  # tensor coordinates -> the buffer's (scan.py)
 
 
 @dataclass
@@ -236,10 +239,14 @@ class _Lowerer:
     def _is_arg(self, t: Tensor) -> bool:
         return any(a is t for a in self.args)
 
+    def _unread_ok(self, t: object) -> bool:
+        """Whether argument `t` may be absent from the schedule (no stage reads it)."""
+        return _empty_input(t)
+
     def _check_args(self) -> None:
         names = [getattr(t, "name", None) for t in self.args]
         for t in self.args:
-            if _empty_input(t) and t.name not in self.sched.tensors:
+            if self._unread_ok(t) and t.name not in self.sched.tensors:
                 continue  # an input without elements is never read, so no stage mentions it
             if not isinstance(t, Tensor) or self.sched.tensors.get(t.name) is not t:
                 raise ScheduleError(f"lower: argument {t!r} is not a tensor of this schedule")
@@ -278,13 +285,20 @@ class _Lowerer:
         def conv(n: Expr) -> Expr | None:
             if isinstance(n, TensorLoad):
                 r = self.realized[id(n.tensor)]
-                rel = [_offset(i, b) for i, b in zip(n.indices, r.bases, strict=True)]
-                return Load(r.buffer, flatten(rel, r.buffer.shape))
+                return Load(r.buffer, self.flat_index(r, n.indices))
             if isinstance(n, IterVar | Reduce):
                 raise ScheduleError(f"lower: {n!r} left in an expression (a reduction not at the top?)")
             return None
 
         return map_exprs(e, conv)
+
+    def flat_index(self, r: _Realized, coords: Sequence[Expr]) -> Expr:
+        """The flat index into `r.buffer` of the tensor element at `coords`."""
+        if r.place is not None:
+            placed = [as_expr(c) for c in r.place(*coords)]
+            placed = [c if c.dtype == "int64" else Cast("int64", c) for c in placed]
+            return self.to_loads(flatten(placed, r.buffer.shape))
+        return flatten([_offset(c, b) for c, b in zip(coords, r.bases, strict=True)], r.buffer.shape)
 
     # ---- whole function ----------------------------------------------------------------
     def run(self) -> Stmt:
@@ -509,8 +523,7 @@ class _Lowerer:
     def assemble(self, nest: _Nest, body: Expr, producers: Producers) -> Stmt:
         st = nest.stage
         own = self.realized[id(st.tensor)]
-        coords = [nest.coords[a] for a in st.op.axis]
-        index = flatten([_offset(c, b) for c, b in zip(coords, own.bases, strict=True)], own.buffer.shape)
+        index = self.flat_index(own, [nest.coords[a] for a in st.op.axis])
         conds: Conds = {}
         for c in nest.conds:
             conds.setdefault(nest.level(c), []).append(c)
@@ -584,7 +597,12 @@ def lower(sched: Schedule, args: Sequence[Tensor], name: str = "main", *, passes
     """The loop function computing `sched`; `args` (inputs and outputs) become its parameters.
     `passes=False` returns the IR before simplify / vectorize / unroll."""
     lw = _Lowerer(sched, args)
-    body = lw.run()
+    return finish(lw, lw.run(), name, passes)
+
+
+def finish(lw: _Lowerer, body: Stmt, name: str, passes: bool) -> LoopFunc:
+    """The loop function of a lowered body: `lw`'s parameters and scratch, then (`passes`)
+    simplify, vectorize, unroll; barriers checked, verified."""
     func = LoopFunc(name, (*lw.params, *lw.scratch), body, {"num_scratch": len(lw.scratch)})
     if passes:
         func = simplify(func)

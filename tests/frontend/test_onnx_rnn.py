@@ -1,7 +1,9 @@
 """LSTM / GRU / RNN against onnxruntime for the options ONNX's node tests leave out: both
 directions with per-batch sequence lengths (one of them 0), layout 1, initial states, clip,
 peepholes, input_forget, linear_before_reset and the alternative activations with their
-alpha / beta (consumed in order by the activations that take them, as onnxruntime does).
+alpha / beta (consumed in order by the activations that take them, as onnxruntime does), on
+the reference path and compiled for this CPU; and the shape of the compiled code: one GEMM for
+the input projection, one kernel looping over time.
 """
 
 from __future__ import annotations
@@ -11,7 +13,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+import tensorir as tir
 from tensorir.frontend.onnx import from_onnx
+from tensorir.graph.graph import Graph
+from tensorir.ops.kernel import op_kernel
 from tensorir.runtime.reference import run_reference
 from tests.frontend.rnn_models import ort_outputs, rnn_model
 
@@ -80,10 +85,52 @@ def test_reference_matches_onnxruntime(case: tuple[str, dict[str, Any]]) -> None
     check(run_reference(from_onnx(model), feeds), ort_outputs(op, kw, feeds), case_id(case))
 
 
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+def test_compiled_matches_onnxruntime(case: tuple[str, dict[str, Any]]) -> None:
+    op, kw = case
+    model, feeds = rnn_model(op, **kw)
+    mod = tir.compile(model, target="host")
+    check(mod.run(feeds), ort_outputs(op, kw, feeds), case_id(case))
+    assert [k["op"] for k in mod.manifest["kernels"]][-1] == "recurrence"
+
+
 def test_graph_is_a_projection_and_one_recurrence() -> None:
     """The input projection is one dense over every step; the steps are one recurrence node
     (not unrolled in the graph), reading R transposed."""
-    model, _ = rnn_model("GRU", seq=6, direction="bidirectional")
-    ops = [n.op for n in (from_onnx(model).node(i) for i in from_onnx(model).op_nodes())]
+    g = from_onnx(rnn_model("GRU", seq=6, direction="bidirectional")[0])
+    ops = [g.node(i).op for i in g.op_nodes()]
     assert ops.count("dense") == 1 and ops.count("recurrence") == 1, ops
     assert "transpose" in ops, ops
+
+
+def _recurrence_ir(g: Graph) -> str:
+    nid = next(n for n in g.op_nodes() if g.node(n).op == "recurrence")
+    in_types = [g.type_of(v) for v in g.inputs_of(nid)]
+    return str(op_kernel("recurrence", in_types, g.node(nid).attr, "host"))
+
+
+def test_recurrence_kernel_loops_over_time() -> None:
+    """The kernel's body is one serial loop over the 7 steps; inside it the product over the
+    previous hidden state (a k loop reading R^T), the state updates in place (Y_c, Y_h) and the
+    step's row of Y, stored at an index that depends on the step."""
+    g = from_onnx(rnn_model("LSTM", seq=7, hidden=16, direction="bidirectional", lens=[7, 3, 5])[0])
+    lines = _recurrence_ir(g).splitlines()
+    assert lines[1].strip() == "for time in range(0, 7):", lines[:3]
+    assert sum("range(0, 7)" in ln for ln in lines) == 1
+    body = "\n".join(lines[2:])
+    assert "for k in range(0, 16):" in body
+    stores = [ln.split("[", 1)[0].strip() for ln in lines if "] = " in ln]
+    assert {"Y_c", "Y_h", "Y"} <= set(stores), stores
+    assert any(ln.strip().startswith("Y[ramp(select(time < ") for ln in lines)
+
+
+def test_large_steps_run_their_product_in_parallel() -> None:
+    """A step with 1024 x 256 multiply-adds splits its product over threads; the time loop
+    stays serial around it. Two threads give the same outputs as onnxruntime."""
+    kw: dict[str, Any] = {"hidden": 256, "batch": 1, "inp": 16, "seq": 3}
+    model, feeds = rnn_model("LSTM", **kw)
+    text = _recurrence_ir(from_onnx(model))
+    assert text.index("for time in range(0, 3):") < text.index("parallel(")
+    mod = tir.compile(model, target="host")
+    mod.set_num_threads(2)
+    check(mod.run(feeds), ort_outputs("LSTM", kw, feeds), "hidden 128")
