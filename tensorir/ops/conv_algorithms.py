@@ -6,13 +6,17 @@ A `conv2d_nchwc` (alone or as the anchor of a fused node) has an `algorithm` kno
     im2col      column matrix + packed GEMM (schedule/algorithms/im2col.py), group 1
     winograd2/4/6  F(m x m, 3 x 3) (schedule/algorithms/winograd_nchwc.py): 3x3, stride 1,
                 dilation 1, group 1, and a constant weight (transformed at compile time)
+    strassen    one level of Strassen on the conv as a matrix product (ops/conv_strassen.py):
+                1x1, stride 1, no padding, group 1, even H, an even number of input and
+                output channel blocks, and a constant weight (transformed at compile time)
 
 Without a tuning record the default is analytic: Winograd with MNN's unit choice
 (`choose_winograd_m`: multiplications saved against transform cost) when it applies, else
-direct. im2col is left to tuning: with its default knobs it lost to direct on ResNet-50's
-strided 3x3 convs (layer3.0 / layer4.0: 4.0-7.7 / 10.2 ms vs 3.1 / 3.5 ms) and the 7x7 stem
-(6.9 vs 4.4 ms), 1 thread, `benchmarks/layers.py --algorithm`; a tuned record picks it
-where it wins.
+direct; Strassen where dense's measured cut-off (dense_strassen.strassen_default) says so
+on the conv's product (pixels x C -> M). im2col is left to tuning: with its default knobs it
+lost to direct on ResNet-50's strided 3x3 convs (layer3.0 / layer4.0: 4.0-7.7 / 10.2 ms vs
+3.1 / 3.5 ms) and the 7x7 stem (6.9 vs 4.4 ms), 1 thread, `benchmarks/layers.py
+--algorithm`; a tuned record picks it where it wins.
 
 On OpenCL targets the choices are winograd_gpu.gpu_algorithm_choices' (direct, winograd2/4,
 gemm for 1x1, splitk). A `dense` with a constant weight on a CPU has its own knob: direct or
@@ -33,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from tensorir.graph.types import TensorType
+from tensorir.ops import conv_strassen
 from tensorir.ops.fused import FusedBody
 from tensorir.ops.layout import conv_nchwc_attrs
 from tensorir.schedule.algorithms.winograd import choose_winograd_m
@@ -80,6 +85,9 @@ def algorithm_choices(
         m = choose_winograd_m((n, c, oh, ow, m_out))
         if m is not None and weight_const:
             default = f"winograd{m}"
+    if weight_const and conv_strassen.eligible(x_shape, w_shape, attrs):
+        choices.append("strassen")
+        default = "strassen" if conv_strassen.is_default(x_shape, w_shape) else default
     return choices, default
 
 
@@ -160,6 +168,8 @@ def specialize(
             return _split_k(op, in_types, attrs, anchor, x_shape, w_shape, profile)
     else:
         algo = conv_algorithm(in_types[xi], in_types[wi], conv_attrs, const)
+        if algo == "strassen":
+            return _conv_strassen(op, in_types, attrs, anchor, wi)
     if not algo.startswith("winograd"):
         return Specialized(op, in_types, attrs, algo)
     if not const:
@@ -174,6 +184,22 @@ def specialize(
     transform = functools.partial(weight_transform_nchwc, m=m)
     transform.key = algo  # type: ignore[attr-defined]  (one transformed copy per constant)
     return Specialized(new_op, types, new_attrs, algo, {wi: transform})
+
+
+def _conv_strassen(
+    op: str,
+    in_types: tuple[TensorType, ...],
+    attrs: Mapping[str, Any],
+    anchor: int | None,
+    wi: int,
+) -> Specialized:
+    """A 1x1 conv as one level of Strassen (ops/conv_strassen.py), the weight transformed at
+    compile time."""
+    mo, c, _, _, ib, ob = in_types[wi].shape
+    b7 = TensorType((7, c * ib // 2, mo * ob // 2), in_types[wi].dtype)
+    types = tuple(b7 if k == wi else t for k, t in enumerate(in_types))
+    new_op, new_attrs = _rewrite(op, attrs, anchor, conv_strassen.OP, {"ob": ob})
+    return Specialized(new_op, types, new_attrs, "strassen", {wi: conv_strassen.weight_transform})
 
 
 def _rewrite(

@@ -19,6 +19,11 @@ kernel streams is 7/4 of w. The kernel (`strassen_compute`) is three root stages
                               product, dense's register-blocked schedule, t in the parallel loop)
     dense       y[i, j]     = the C quadrant combination of p     (+ the fused epilogue)
 
+The stages are built from accessor functions (`operand_stage`: the operands from a quadrant
+loader; `product_stage`; `combine_stage`: the C quadrants written through a locator) and
+scheduled by `schedule_products` / `schedule_quadrants`, which the 1x1 conv
+(conv_strassen.py: packed activations) shares.
+
 One level only: a second would multiply the scratch and the passes over memory again, and
 the leaves of a first level are what dense's kernel handles well.
 
@@ -30,7 +35,9 @@ where Strassen wins are at `strassen_default` (measured on this machine).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import inspect
+import math
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -40,6 +47,7 @@ from tensorir.graph.types import TensorType
 from tensorir.ops.registry import register_compute, register_op
 
 OP = "dense_strassen"
+Terms = Sequence[tuple[tuple[int, int], int]]
 # per product: (quadrant (row half, column half), sign) of the A operand ...
 A_TERMS = (
     (((0, 0), 1), ((1, 1), 1)),
@@ -152,85 +160,163 @@ def dense_strassen(x: np.ndarray, bt: np.ndarray) -> np.ndarray:
     return np.vstack(rows).astype(x.dtype)
 
 
+Quad = tuple[int, int]
+
+
+def signed_sum(terms: Sequence[tuple[Any, int]], load: Callable[[Any], Any]) -> Any:
+    """sum of sign * load(key) over `terms` (every first term is positive)."""
+    out = None
+    for key, sign in terms:
+        v = load(key)
+        out = v if out is None else (out + v if sign > 0 else out - v)
+    return out
+
+
+def named(fn: Callable[..., Any], names: Sequence[str]) -> Callable[..., Any]:
+    """`fn` (taking *idx) with a signature naming its axes (compute takes loop names from it)."""
+    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    fn.__signature__ = inspect.Signature([inspect.Parameter(n, kind) for n in names])  # type: ignore[attr-defined]
+    return fn
+
+
+def operand_stage(
+    terms: Sequence[Terms],
+    load: Callable[..., Any],
+    shape: Sequence[int],
+    name: str,
+    axes: tuple[str, str] = ("i", "k"),
+) -> Any:
+    """op[*batch, t, r, c] = the t-th operand, signed_sum(terms[t], q -> load(q, *batch, r, c))
+    with `load(q, ...)` an element of quadrant q of the matrix in the accumulation dtype;
+    `axes` names (r, c) in the loop nest."""
+    from tensorir.schedule.te import compute, select
+
+    nb = len(shape) - 3
+
+    def body(*idx: Any) -> Any:
+        batch, t, r, c = idx[:nb], idx[nb], idx[nb + 1], idx[nb + 2]
+
+        def operand(s: int) -> Any:
+            return signed_sum(terms[s], lambda q: load(q, *batch, r, c))
+
+        v = operand(6)
+        for s in range(5, -1, -1):
+            v = select(t.eq(s), operand(s), v)
+        return v
+
+    names = [f"b{d}" for d in range(nb)] + ["t", *axes]
+    return compute(shape, named(body, names), name=name)
+
+
+def product_stage(x7: Any, b7: Any, trans_b: bool, out_batch: Sequence[int]) -> Any:
+    """p[*batch, t, i, j] = the t-th product of the A operands x7 and the B operands b7
+    ((.., 7, N/2, K/2) if trans_b else (.., 7, K/2, N/2)), dense's matmul_parts."""
+    from tensorir.ops.matmul_compute import matmul_parts
+    from tensorir.schedule.te import compute
+
+    acc, _ = matmul_parts(x7, b7, False, trans_b, "strassen", (*out_batch, 7))
+    return compute(acc.shape, lambda *i: acc[i], name="strassen_p")
+
+
+def combine_stage(
+    p: Any,
+    shape: Sequence[int],
+    locate: Callable[..., Any],
+    finish: Callable[..., Any],
+    name: str,
+    dtype: str,
+) -> Any:
+    """y[idx] = finish(the C quadrant combination of p, *idx), where locate(*idx) = (p's batch
+    indices, row half, column half, row and column in the quadrant)."""
+    from tensorir.schedule.te import compute, select
+
+    def body(*idx: Any) -> Any:
+        batch, qi, qj, i, j = locate(*idx)
+
+        def quad(q: Quad) -> Any:
+            return signed_sum(C_TERMS[q], lambda t: p[(*batch, t, i, j)])
+
+        top = select(qj.eq(0), quad((0, 0)), quad((0, 1)))
+        bottom = select(qj.eq(0), quad((1, 0)), quad((1, 1)))
+        return finish(select(qi.eq(0), top, bottom), *idx)
+
+    names = list(inspect.signature(locate).parameters)
+    return compute(shape, named(body, names), name=name, dtype=dtype)
+
+
 def strassen_compute(x: Any, bt: Any) -> Any:
     """The three stages of the module docstring."""
-    from tensorir.ops.matmul_compute import matmul_parts
     from tensorir.ops.nn_compute import acc_type, load
-    from tensorir.schedule.te import cast, compute, select
+    from tensorir.schedule.te import cast
 
     m, k = x.shape
     m2, k2, n2 = m // 2, k // 2, bt.shape[1]
     dt = acc_type(x.dtype)
 
-    def operand(t: int, i: Any, kk: Any) -> Any:
-        out = None
-        for (qi, qj), sign in A_TERMS[t]:
-            v = load(x, (qi * m2 + i, qj * k2 + kk), dt)
-            out = v if out is None else (out + v if sign > 0 else out - v)
-        return out  # every first term is positive
+    def a(q: Quad, i: Any, kk: Any) -> Any:
+        return load(x, (q[0] * m2 + i, q[1] * k2 + kk), dt)
 
-    def x7(t: Any, i: Any, kk: Any) -> Any:
-        v = operand(6, i, kk)
-        for s in range(5, -1, -1):
-            v = select(t.eq(s), operand(s, i, kk), v)
-        return v
+    xs = operand_stage(A_TERMS, a, (7, m2, k2), "strassen_x")
+    p = product_stage(xs, bt, True, ())
 
-    xs = compute((7, m2, k2), x7, name="strassen_x")
-    acc, _ = matmul_parts(xs, bt, False, True, "strassen", (7,))
-    p = compute(acc.shape, lambda t, i, j: acc[t, i, j], name="strassen_p")
+    def locate(i: Any, j: Any) -> Any:
+        return (), i // m2, j // n2, i % m2, j % n2
 
-    def quad(q: tuple[int, int], i: Any, j: Any) -> Any:
-        out = None
-        for t, sign in C_TERMS[q]:
-            v = p[t, i, j]
-            out = v if out is None else (out + v if sign > 0 else out - v)
-        return out
-
-    def out(i: Any, j: Any) -> Any:
-        ii, jj = i % m2, j % n2
-        top = select((j // n2).eq(0), quad((0, 0), ii, jj), quad((0, 1), ii, jj))
-        bottom = select((j // n2).eq(0), quad((1, 0), ii, jj), quad((1, 1), ii, jj))
-        return cast(select((i // m2).eq(0), top, bottom), x.dtype)
-
-    return compute((m, 2 * n2), out, name="dense")
+    return combine_stage(p, (m, 2 * n2), locate, lambda v, *_: cast(v, x.dtype), "dense", x.dtype)
 
 
-def schedule_strassen(s: Any, outputs: Sequence[Any], target: Any) -> None:
-    """x7 per row of operands (parallel), the seven unrolled (their selects fold away),
-    columns vectorized; the batched product with dense's register-blocked
-    schedule (t fused into its parallel loop); the output per row pair (parallel), its four
-    quadrants unrolled (the quadrant selects fold away), columns vectorized."""
+def schedule_products(s: Any, target: Any, a_block: int = 0) -> None:
+    """The operand stages at root and the batched product: everything but the output.
+    `a_block`: A's contiguous run along k (packed channels), 0 when rows are contiguous."""
     from tensorir.ops.matmul_compute import schedule_matmul_block
-    from tensorir.ops.nn_compute import (
-        inline_elementwise,
-        maybe_parallel,
-        pick_vector,
-        stage_named,
-    )
+    from tensorir.ops.nn_compute import inline_elementwise, stage_named
 
-    xs, acc, p = (stage_named(s, n) for n in ("strassen_x", "strassen_acc", "strassen_p"))
-    bt = stage_named(s, "strassen_bt")
-    inline_elementwise(s, keep=[xs, p, bt])
-    xt, xi, xk = xs.op.axis  # per row (parallel): the seven operands unrolled, columns vectorized
-    xko, xkv = xs.split(xk, factor=pick_vector(xk.extent, target.vector_lanes(xs.tensor.dtype)))
-    xs.reorder(xi, xt, xko, xkv)
-    xs.unroll(xt)
-    xs.vectorize(xkv)
-    maybe_parallel(xs, xi, 7 * xi.extent * xk.extent)
-    t, i, j = p.op.axis
-    schedule_matmul_block(s, p, ([t], i, j), acc, bt, target)
-    y = next(st for st in s.stages if st.is_output)
-    yi, yj = y.op.axis
+    xs, bs, p, bt = (stage_named(s, n) for n in ("strassen_x", "strassen_b", "strassen_p", "strassen_bt"))
+    inline_elementwise(s, keep=[st for st in (xs, bs, p, bt) if st is not None])
+    _schedule_operand(xs, target, a_block)
+    if bs is not None:
+        _schedule_operand(bs, target, 0)
+    *batch, t, i, j = p.op.axis
+    schedule_matmul_block(s, p, ([*batch, t], i, j), stage_named(s, "strassen_acc"), bt, target)
+
+
+def _schedule_operand(st: Any, target: Any, block: int) -> None:
+    """Per row of operands (parallel): the seven unrolled (their selects fold away), columns
+    vectorized (within `block` when one is given)."""
+    from tensorir.ops.nn_compute import fuse_all, maybe_parallel, pick_vector, work_of
+
+    *batch, t, r, c = st.op.axis
+    run = math.gcd(c.extent, block) if block else c.extent
+    co, cv = st.split(c, factor=pick_vector(run, target.vector_lanes(st.tensor.dtype)))
+    st.reorder(*batch, r, t, co, cv)
+    st.unroll(t)
+    st.vectorize(cv)
+    maybe_parallel(st, fuse_all(st, [*batch, r]), work_of(st))
+
+
+def schedule_quadrants(y: Any, target: Any) -> None:
+    """A row-major output (*batch, rows, cols) per row pair (parallel), its four quadrants
+    unrolled (the quadrant selects fold away), columns vectorized."""
+    from tensorir.ops.nn_compute import fuse_all, maybe_parallel, pick_vector
+
+    *batch, yi, yj = y.op.axis
     m2, n2 = yi.extent // 2, yj.extent // 2
     qi, ii = y.split(yi, factor=m2)
     qj, jj = y.split(yj, factor=n2)
-    v = pick_vector(n2, target.vector_lanes(y.tensor.dtype))
-    jo, jv = y.split(jj, factor=v)
-    y.reorder(ii, qi, qj, jo, jv)
+    jo, jv = y.split(jj, factor=pick_vector(n2, target.vector_lanes(y.tensor.dtype)))
+    y.reorder(*batch, ii, qi, qj, jo, jv)
     y.unroll(qi)
     y.unroll(qj)
     y.vectorize(jv)
-    maybe_parallel(y, ii, yi.extent * yj.extent)
+    maybe_parallel(y, fuse_all(y, [*batch, ii]), math.prod(y.tensor.shape))
+
+
+def schedule_strassen(s: Any, outputs: Sequence[Any], target: Any) -> None:
+    """x7 per row of operands (parallel), the seven unrolled, columns vectorized; the batched
+    product with dense's register-blocked schedule (t fused into its parallel loop); the
+    output per row pair (parallel), its four quadrants unrolled, columns vectorized."""
+    schedule_products(s, target)
+    schedule_quadrants(next(st for st in s.stages if st.is_output), target)
 
 
 register_compute(OP, schedule=schedule_strassen)(strassen_compute)
