@@ -1,4 +1,5 @@
-"""Which algorithm computes a packed convolution (or a dense), and the kernel rewrite it needs.
+"""Which algorithm computes a packed convolution (or a dense / matmul), and the kernel rewrite
+it needs.
 
 A `conv2d_nchwc` (alone or as the anchor of a fused node) has an `algorithm` knob:
 
@@ -20,7 +21,9 @@ lost to direct on ResNet-50's strided 3x3 convs (layer3.0 / layer4.0: 4.0-7.7 / 
 
 On OpenCL targets the choices are winograd_gpu.gpu_algorithm_choices' (direct, winograd2/4,
 gemm for 1x1, splitk). A `dense` with a constant weight on a CPU has its own knob: direct or
-strassen (ops/dense_strassen.py, one level, default from a cut-off measured there).
+strassen (ops/dense_strassen.py, one level, default from a cut-off measured there), and so has
+a `matmul` of two run-time operands (ops/matmul_strassen.py: B's operands formed in the
+kernel; the same op's inputs, so only the op is rewritten).
 
 Winograd and Strassen change the kernel's inputs (U or the seven B operands instead of w), so
 `specialize` rewrites the op (its anchor step) and returns the weight transform for the caller
@@ -113,29 +116,45 @@ def _conv_step(
     return body.anchor, (step.args[0], step.args[1])
 
 
-def _dense(
+def _product_step(op: str, attrs: Mapping[str, Any]) -> tuple[str, int | None, tuple[int, int] | None]:
+    """("dense" or "matmul", anchor step, (a arg, b arg)) of a product op or fused anchor."""
+    for name in ("dense", "matmul"):
+        anchor, io = _conv_step(op, attrs, name)
+        if io is not None:
+            return name, anchor, io
+    return "", None, None
+
+
+def _product(
     op: str, in_types: tuple[TensorType, ...], attrs: Mapping[str, Any], const_args: frozenset[int] | None
 ) -> Specialized:
-    """A dense (alone or as an anchor) on a CPU: "direct" or "strassen" (ops/dense_strassen.py,
-    the weight transformed at compile time)."""
+    """A dense or matmul (alone or as an anchor) on a CPU: "direct" or "strassen": a dense's
+    with its weight transformed at compile time (ops/dense_strassen.py), a matmul's with both
+    operands at run time (ops/matmul_strassen.py)."""
     from tensorir.ops import dense_strassen as st
+    from tensorir.ops import matmul_strassen as ms
 
-    anchor, io = _conv_step(op, attrs, "dense")
+    name, anchor, io = _product_step(op, attrs)
     if io is None:
         return Specialized(op, in_types, attrs)
     xi, wi = io
-    const = const_args is None or wi in const_args
-    choices, default = st.algorithm_choices(in_types[xi].shape, in_types[wi].shape, const)
+    x_shape, w_shape = in_types[xi].shape, in_types[wi].shape
+    if name == "matmul":
+        choices, default = ms.algorithm_choices(x_shape, w_shape)
+    else:
+        choices, default = st.algorithm_choices(x_shape, w_shape, const_args is None or wi in const_args)
     if len(choices) == 1:
         return Specialized(op, in_types, attrs)
     algo = knob("algorithm", choices, default)
     if algo != "strassen":
         return Specialized(op, in_types, attrs, algo)
-    n, k = in_types[wi].shape
+    if name == "matmul":  # same inputs: B's operands are formed in the kernel
+        new_op, new_attrs = _rewrite(op, attrs, anchor, ms.OP, {})
+        return Specialized(new_op, in_types, new_attrs, algo)
+    n, k = w_shape
     types = tuple(TensorType((7, n // 2, k // 2), t.dtype) if j == wi else t for j, t in enumerate(in_types))
     new_op, new_attrs = _rewrite(op, attrs, anchor, st.OP, {})
-    transform = st.weight_transform
-    return Specialized(new_op, types, new_attrs, algo, {wi: transform})
+    return Specialized(new_op, types, new_attrs, algo, {wi: st.weight_transform})
 
 
 def specialize(
@@ -151,7 +170,7 @@ def specialize(
     anchor, io = _conv_step(op, attrs)
     if io is None:
         if getattr(target, "kind", "llvm") == "llvm":
-            return _dense(op, in_types, attrs, const_args)
+            return _product(op, in_types, attrs, const_args)
         return Specialized(op, in_types, attrs)
     xi, wi = io
     conv_attrs = dict(attrs) if anchor is None else dict(attrs["body"].steps[anchor].attrs)

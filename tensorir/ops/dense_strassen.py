@@ -22,7 +22,8 @@ kernel streams is 7/4 of w. The kernel (`strassen_compute`) is three root stages
 The stages are built from accessor functions (`operand_stage`: the operands from a quadrant
 loader; `product_stage`; `combine_stage`: the C quadrants written through a locator) and
 scheduled by `schedule_products` / `schedule_quadrants`, which the 1x1 conv
-(conv_strassen.py: packed activations) shares.
+(conv_strassen.py: packed activations) and the matmul of two run-time operands
+(matmul_strassen.py: B's operands formed in the kernel) share.
 
 One level only: a second would multiply the scratch and the passes over memory again, and
 the leaves of a first level are what dense's kernel handles well.
@@ -110,10 +111,11 @@ def algorithm_choices(
 MIN_SAVING = 24  # saved multiply-adds per element of extra memory traffic (measured, below)
 
 
-def strassen_default(m: int, n: int, k: int) -> bool:
+def strassen_default(m: int, n: int, k: int, runtime_b: bool = False) -> bool:
     """One level where the multiply-adds it saves (m*n*k/8) reach MIN_SAVING times the
     elements it moves in addition: x7 written (7/4 m*k), p written and read back (7/4 + 12/4
-    of m*n); the weight's operands cost nothing at run time (formed at compile time), unlike
+    of m*n), and with `runtime_b` (matmul_strassen.py) b7 written (7/4 n*k); a constant
+    weight's operands cost nothing at run time (formed at compile time), unlike
     MNN's rule (m*n*k/8 > 3mk + 3nk + 5.25mn, which says yes to every shape below).
 
     Measured here (AMD EPYC Zen 4, `python -m benchmarks.strassen_cutoff --threads T`, cold
@@ -139,7 +141,8 @@ def strassen_default(m: int, n: int, k: int) -> bool:
     take it all back. In a whole model (`--ffn TOKENS`: BERT-base's FFN block, only its down
     projection passes the rule), default / all-direct: 512 tokens 0.969 at 1 thread, 1.009 at 2;
     1024 tokens 0.949 at 1 thread."""
-    return m * n * k / 8 >= MIN_SAVING * (1.75 * m * k + 4.75 * m * n)
+    extra = 1.75 * m * k + 4.75 * m * n + (1.75 * n * k if runtime_b else 0)
+    return m * n * k / 8 >= MIN_SAVING * extra
 
 
 def _infer(ins: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:
