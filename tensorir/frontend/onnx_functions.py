@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 import onnx
 import onnx.defs
+import onnx.helper
 import onnx.inliner
 
 MAX_ROUNDS = 4  # a body holding an op whose body holds an op ... (SCE -> NLL: 2)
@@ -39,11 +40,15 @@ def _unsupported(model: onnx.ModelProto, is_supported: Callable[[onnx.NodeProto]
 def _with_defaults(model: onnx.ModelProto, ops: set[OpId], opset: int) -> onnx.ModelProto:
     """A copy of `model` whose nodes of `ops` state every attribute the schema has a default
     for: a function body refers to its attributes, and the inliner substitutes only those
-    the node states (HammingWindow's `periodic`)."""
+    the node states (HammingWindow's `periodic`). Omitted inputs get an untyped entry."""
     model = onnx.ModelProto.FromString(model.SerializeToString())
     for n in model.graph.node:
         if (n.domain, n.op_type) not in ops:
             continue
+        if "" in n.input and not any(vi.name == "" for vi in model.graph.value_info):
+            # an omitted optional input before a given one: the inliner asks every input
+            # name for a type when it builds a context-dependent body
+            model.graph.value_info.append(onnx.helper.make_empty_tensor_value_info(""))
         stated = {a.name for a in n.attribute}
         for name, attr in onnx.defs.get_schema(n.op_type, opset, n.domain).attributes.items():
             if name not in stated and attr.default_value.type != onnx.AttributeProto.UNDEFINED:
