@@ -22,8 +22,9 @@ import fcntl
 import shutil
 import sys
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -173,28 +174,37 @@ def run_both(
     return {n: (o, refs[n]) for n, o in zip(names, outs, strict=True)}
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def cli(
+    prog: str, doc: str, models: Mapping[str, Any], fetch_fn: Callable, run_fn: Callable, versus: str
+) -> int:
+    """`python -m benchmarks.<prog> fetch|check [MODELS] [--target T]` over `models`: fetch_fn(names)
+    -> {name: path}, run_fn(name, target) -> {output: (ours, the reference's)}, compared with
+    `error`; exit 1 when an output misses the tolerance, 2 for an unknown model."""
+    ap = argparse.ArgumentParser(prog=f"benchmarks.{prog}", description=doc.split("\n\n")[0])
     ap.add_argument("cmd", choices=("fetch", "check"))
-    ap.add_argument("models", nargs="*", default=list(PUBLIC))
+    ap.add_argument("models", nargs="*", default=list(models))
     ap.add_argument("--target", default="host")
     args = ap.parse_args()
-    unknown = [m for m in args.models if m not in PUBLIC]
+    unknown = [m for m in args.models if m not in models]
     if unknown:
-        print(f"wild_tf: unknown model {unknown[0]!r}; one of {', '.join(PUBLIC)}", file=sys.stderr)
+        print(f"{prog}: unknown model {unknown[0]!r}; one of {', '.join(models)}", file=sys.stderr)
         return 2
     if args.cmd == "fetch":
-        for name, path in fetch(args.models).items():
+        for name, path in fetch_fn(args.models).items():
             print(f"{name}: {path}")
         return 0
     bad = 0
     for name in args.models:
-        for out, (ours, ref) in run_both(name, args.target).items():
+        for out, (ours, ref) in run_fn(name, args.target).items():
             diff, ratio = error(ours, ref) if ours.shape == ref.shape else (np.inf, np.inf)
             bad += ratio > 1
-            print(f"{name}/{out}: max |ours - tf| {diff:.3g}, error / tolerance {ratio:.3f}")
-    print(f"target {args.target}; match: max |ours - tf| <= {ATOL} + {RTOL} max |tf|")
+            print(f"{name}/{out}: max |ours - {versus}| {diff:.3g}, error / tolerance {ratio:.3f}")
+    print(f"target {args.target}; match: max |ours - {versus}| <= {ATOL} + {RTOL} max |{versus}|")
     return 1 if bad else 0
+
+
+def main() -> int:
+    return cli("wild_tf", __doc__, PUBLIC, fetch, run_both, "tf")
 
 
 if __name__ == "__main__":

@@ -115,6 +115,8 @@ def recurrent(ctx: ImportContext, node: onnx.NodeProto) -> list[Value]:
     lbr = int(attrs.get("linear_before_reset", 0)) if cell == "gru" else 0
     x, r = ctx.input(node, 0), ctx.input(node, 2)
     xt, rtype = ctx.type_of(x), ctx.type_of(r)
+    if xt.ndim != 3 or rtype.ndim != 3 or ctx.type_of(ctx.input(node, 1)).ndim != 3:
+        raise ModelError(f"{node_label(node)}: X, W and R must be 3-D, X is {list(xt.shape)}")
     dirs, gh, hidden = rtype.shape
     if dirs != len(DIRECTIONS[direction]) or gh != GATES[cell] * hidden:
         raise ModelError(f"{node_label(node)}: R is {list(rtype.shape)} for direction '{direction}'")

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import tensorir as tir
+from tensorir.errors import ModelError
 from tensorir.frontend.onnx import from_onnx
 from tensorir.graph.graph import Graph
 from tensorir.ops.kernel import op_kernel
@@ -134,3 +135,13 @@ def test_large_steps_run_their_product_in_parallel() -> None:
     mod = tir.compile(model, target="host")
     mod.set_num_threads(2)
     check(mod.run(feeds), ort_outputs("LSTM", kw, feeds), "hidden 128")
+
+
+def test_malformed_input_is_one_clear_error() -> None:
+    """An X that is not 3-D (as a branch built for another input size gives) is a ModelError
+    naming the node."""
+    model, _ = rnn_model("LSTM")
+    x = model.graph.input[0].type.tensor_type.shape
+    x.dim.add().dim_value = 1
+    with pytest.raises(ModelError, match=r"node 'Y' \(LSTM\): X, W and R must be 3-D, X is \[4, 3, 3, 1\]"):
+        from_onnx(model)
