@@ -20,9 +20,15 @@ import onnx
 from onnx.backend.base import Backend, BackendRep, namedtupledict
 
 from tensorir.frontend.onnx import check_supported, from_onnx
+from tensorir.frontend.structured import flat_values, regroup
 from tensorir.runtime.reference import run_reference
 
 _TARGETS = ("ref", "host")
+
+
+def _shape_of(v: Any) -> Any:
+    """A tensor's shape, or a sequence's list of shapes."""
+    return [np.shape(e) for e in v] if isinstance(v, list) else np.asarray(v).shape
 
 
 class TirBackendRep(BackendRep):
@@ -38,16 +44,19 @@ class TirBackendRep(BackendRep):
         else:
             arrays = [inputs] if isinstance(inputs, np.ndarray) else list(inputs)
             feeds = dict(zip(self.input_names, arrays, strict=False))
-        shapes = {k: np.asarray(v).shape for k, v in feeds.items()}
+        shapes = {k: _shape_of(v) for k, v in feeds.items() if v is not None}
         graph = from_onnx(self.model, input_shapes=shapes, input_values=feeds)
-        feeds = {n: feeds[n] for n in graph.input_names()}
+        flat = flat_values(feeds)
+        flat = {n: flat[n] for n in graph.input_names()}
         if self.target == "ref":
-            outs = run_reference(graph, feeds)
+            outs = run_reference(graph, flat)
         else:
             from tensorir.runtime.executor import CompiledGraph
 
-            outs = CompiledGraph(graph, self.target).run(feeds)
-        return namedtupledict("Outputs", [n for n, _ in graph.outputs])(*outs)
+            outs = CompiledGraph(graph, self.target).run(flat)
+        names = [n for n, _ in graph.outputs]
+        grouped = regroup(self.model.graph.output, names, outs)
+        return namedtupledict("Outputs", [o.name for o in self.model.graph.output])(*grouped)
 
 
 class TirBackend(Backend):

@@ -33,6 +33,7 @@ import onnx.numpy_helper
 from tensorir.debug import stage
 from tensorir.errors import ModelError, ShapeError, TirError, UnsupportedOpError
 from tensorir.frontend.onnx_functions import expand_functions
+from tensorir.frontend.structured import flat_outputs, flat_values, structured_input
 from tensorir.graph.graph import Graph, Value
 from tensorir.graph.types import Node, TensorType
 from tensorir.ops.registry import get_op
@@ -364,7 +365,7 @@ def _import(
     input_shapes = dict(input_shapes or {})
     og = model.graph
     graph = Graph(og.name or "main")
-    ctx = ImportContext(graph, _opset(model), input_values or {})
+    ctx = ImportContext(graph, _opset(model), flat_values(input_values or {}))
     inits = {t.name: t for t in og.initializer}
     check_input_shapes(model, input_shapes, override_shapes)
     for t in og.initializer:
@@ -373,11 +374,16 @@ def _import(
         except (OSError, ValueError) as e:
             raise ModelError(f"initializer '{t.name}': cannot read its data: {e}") from None
     for vi in og.input:
-        if vi.name not in inits:
+        if vi.name in inits:
+            continue
+        if vi.type.WhichOneof("value") == "tensor_type":
             ctx.values[vi.name] = graph.add_input(vi.name, _input_type(vi, input_shapes))
+        else:  # a sequence or an optional: its shapes (or example values) fix it
+            given = (input_values or {}).get(vi.name, input_shapes.get(vi.name))
+            ctx.values[vi.name] = structured_input(graph, vi, given)
     for n in nodes:
         convert_node(ctx, n)
-    graph.set_outputs((o.name, ctx.values[o.name]) for o in og.output)
+    graph.set_outputs(pair for o in og.output for pair in flat_outputs(o.name, ctx.values[o.name]))
     prune_unused(graph)
     return graph
 

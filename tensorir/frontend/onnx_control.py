@@ -20,6 +20,7 @@ are bound for the one iteration and dropped after it.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import onnx
@@ -27,6 +28,7 @@ import onnx.numpy_helper
 
 from tensorir.errors import ModelError
 from tensorir.frontend.onnx import ImportContext, convert_node, converter, node_label
+from tensorir.frontend.structured import Opt, Seq
 from tensorir.graph.graph import Value
 
 MAX_ITERATIONS = 1024  # unrolled iterations per Loop / Scan node
@@ -53,7 +55,14 @@ def run_body(ctx: ImportContext, body: onnx.GraphProto, args: Sequence[Value]) -
         ctx.values = outer
 
 
-def _select(ctx: ImportContext, node: onnx.NodeProto, cond: Value, a: Value, b: Value) -> Value:
+def _select(ctx: ImportContext, node: onnx.NodeProto, cond: Value, a: Any, b: Any) -> Any:
+    if isinstance(a, Seq) and isinstance(b, Seq) and len(a) == len(b):
+        return Seq(_select(ctx, node, cond, x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, Seq | Opt) or isinstance(b, Seq | Opt):
+        raise ModelError(
+            f"{node_label(node)}: the condition is computed at run time and the branches give "
+            "sequences of different lengths, or optionals: their structure cannot depend on run time"
+        )
     ta, tb = ctx.type_of(a), ctx.type_of(b)
     if ta != tb:
         raise ModelError(

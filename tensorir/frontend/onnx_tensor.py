@@ -17,6 +17,7 @@ import onnx.numpy_helper
 
 from tensorir.errors import ModelError, ShapeError
 from tensorir.frontend.onnx import ImportContext, converter, node_label
+from tensorir.frontend.structured import Opt, Seq
 from tensorir.graph.graph import Value
 from tensorir.ops.infer import broadcast_shapes, normalize_axis
 from tensorir.ops.tensor import normalize_slice, reshape_target
@@ -58,7 +59,10 @@ def _axes_arg(ctx: ImportContext, node: onnx.NodeProto, since: int) -> list[int]
 # ---- identity / reshape family ---------------------------------------------------
 @converter("Identity")
 def identity(ctx: ImportContext, node: onnx.NodeProto) -> list[Value]:
-    return ctx.add("identity", [ctx.input(node, 0)], node=node)
+    x = ctx.input(node, 0)
+    if isinstance(x, Seq | Opt):  # resolved at import: nothing to copy
+        return [x]
+    return ctx.add("identity", [x], node=node)
 
 
 @converter("Reshape")
