@@ -28,7 +28,7 @@ with sequence lengths runs each batch entry's own steps backwards from its last 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -99,9 +99,9 @@ def _infer(ins: Types, attrs: dict[str, Any]) -> Types:
     state = state_shape(layout, dirs, batch, hidden)
     if h0.shape != state or (cell == "lstm" and ins[3].shape != state):
         raise ShapeError(f"recurrence: initial states must be {list(state)}, got {[t for t in ins[2:4]]}")
-    want = 3 + (cell == "lstm") + bool(attrs["lens"]) + bool(attrs.get("peepholes")) + bool(attrs.get("rbh"))
-    if len(ins) != want:
-        raise ShapeError(f"recurrence ({cell}) takes {want} inputs with these attributes, got {len(ins)}")
+    want = input_names(attrs)
+    if len(ins) != len(want):
+        raise ShapeError(f"recurrence ({cell}) takes inputs {want} with these attributes, got {len(ins)}")
     y = (batch, seq, dirs, hidden) if layout else (seq, dirs, batch, hidden)
     outs = [TensorType(y, xp.dtype), TensorType(state, xp.dtype)]
     return outs + ([TensorType(state, xp.dtype)] if cell == "lstm" else [])
@@ -113,11 +113,11 @@ def _flops(ins: Types, attrs: Any, out: TensorType) -> int:
     return 2 * steps * rt.shape[0] * rt.shape[1] * rt.shape[2] + 10 * out.size
 
 
-def _split_inputs(cell: str, rest: tuple[np.ndarray, ...], attrs: dict[str, Any]) -> Extra:
-    names = ["c0"] if cell == "lstm" else []
-    flags = (("lens", attrs["lens"]), ("p", attrs["peepholes"]), ("rbh", attrs["rbh"]))
-    names += [n for n, on in flags if on]
-    return dict(zip(names, rest, strict=True))
+def input_names(attrs: Mapping[str, Any]) -> list[str]:
+    """The recurrence's inputs in order (module docstring): xp, rt, h0[, c0][, lens][, p][, rbh]."""
+    names = ["xp", "rt", "h0"] + (["c0"] if attrs["cell"] == "lstm" else [])
+    flags = (("lens", attrs["lens"]), ("p", attrs.get("peepholes")), ("rbh", attrs.get("rbh")))
+    return names + [n for n, on in flags if on]
 
 
 @register_op("recurrence", infer=_infer, pattern="opaque", flops=_flops)
@@ -138,8 +138,8 @@ def recurrence(
     input_forget: int = 0,
 ) -> tuple[np.ndarray, ...]:
     """The steps in float64, one direction at a time, batch entries masked past their length."""
-    attrs = {"lens": lens, "peepholes": peepholes, "rbh": rbh}
-    extra = _split_inputs(cell, rest, attrs)
+    names = input_names({"cell": cell, "lens": lens, "peepholes": peepholes, "rbh": rbh})
+    extra = dict(zip(names[3:], rest, strict=True))
     xp = np.asarray(xproj, np.float64)
     if layout:  # to layout 0: (seq, batch, dirs, GH) and states (dirs, batch, H)
         xp = xp.transpose(1, 0, 2, 3)

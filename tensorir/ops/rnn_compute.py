@@ -29,7 +29,7 @@ from tensorir.loop.ir import Expr, LoopFunc, Var
 from tensorir.ops.kernel import argument
 from tensorir.ops.nn_compute import acc_type, const, load, pick_block, pick_rows, schedule_copy
 from tensorir.ops.registry import NoScheduleError, get_op, register_kernel
-from tensorir.ops.rnn import Act
+from tensorir.ops.rnn import Act, input_names
 from tensorir.schedule.scan import lower_scan
 from tensorir.schedule.schedule import Schedule, Stage, create_schedule
 from tensorir.schedule.te import (
@@ -76,11 +76,9 @@ class _Step:
     def __init__(self, ins: Sequence[Tensor], outs: Sequence[Tensor], attrs: dict[str, Any]) -> None:
         self.a = attrs
         self.cell, self.layout = attrs["cell"], attrs["layout"]
-        names = ["xp", "rt", "h0"] + (["c0"] if self.cell == "lstm" else [])
-        names += [n for n, on in (("lens", attrs["lens"]), ("p", attrs.get("peepholes"))) if on]
-        names += ["rbh"] if attrs.get("rbh") else []
-        self.t = dict(zip(names, ins, strict=True)) | dict(zip(("Y", "Y_h", "Y_c"), outs, strict=False))
-        xp, rt = self.t["xp"], self.t["rt"]
+        self.arg = dict(zip(input_names(attrs), ins, strict=True))  # tensors by name
+        self.arg |= dict(zip(("Y", "Y_h", "Y_c"), outs, strict=False))
+        xp, rt = self.arg["xp"], self.arg["rt"]
         self.seq, self.batch = (xp.shape[1], xp.shape[0]) if self.layout else xp.shape[:2]
         self.dirs, self.hidden = rt.shape[0], rt.shape[1]
         self.dt = acc_type(xp.dtype)
@@ -91,7 +89,7 @@ class _Step:
         return (b, d, j) if self.layout else (d, b, j)
 
     def length(self, b: Expr) -> Expr:
-        return min_(max_(cast(self.t["lens"][b], "int64"), 0), self.seq)
+        return min_(max_(cast(self.arg["lens"][b], "int64"), 0), self.seq)
 
     def valid(self, b: Expr) -> Expr | None:
         return self.time < self.length(b) if self.a["lens"] else None
@@ -112,14 +110,14 @@ class _Step:
 
     def x(self, d: Expr, b: Expr, n: Expr) -> Expr:
         tt = self.tt(d, b)
-        return load(self.t["xp"], (b, tt, d, n) if self.layout else (tt, b, d, n), self.dt)
+        return load(self.arg["xp"], (b, tt, d, n) if self.layout else (tt, b, d, n), self.dt)
 
     def prev(self, state: str, d: Expr, b: Expr, j: Expr) -> Expr:
         """The state before this step: the initial one (zero for an empty sequence) at time 0."""
-        init = load(self.t["h0" if state == "h" else "c0"], self.sidx(d, b, j), self.dt)
+        init = load(self.arg["h0" if state == "h" else "c0"], self.sidx(d, b, j), self.dt)
         if self.a["lens"]:
             init = select(self.length(b) > 0, init, const(0, self.dt))
-        now = load(self.t["Y_h" if state == "h" else "Y_c"], self.sidx(d, b, j), self.dt)
+        now = load(self.arg["Y_h" if state == "h" else "Y_c"], self.sidx(d, b, j), self.dt)
         return select(self.time.eq(0), init, now)
 
     def keep(self, b: Expr, new: Expr, old: Expr) -> Expr:
@@ -140,7 +138,7 @@ class _Step:
 
     def matvec(self, h: Callable[[Expr, Expr, Expr], Expr], lo: int, width: int, name: str) -> Tensor:
         """gates[d, b, n] = sum_k h(d, b, k) * rt[d, k, lo + n] (an acc tile, then scratch)."""
-        rt = self.t["rt"]
+        rt = self.arg["rt"]
         k = reduce_axis(self.hidden, "k")
         acc = compute(
             (self.dirs, self.batch, width),
@@ -163,7 +161,7 @@ class _Step:
             return gates[d, b, g * hid + j] + self.x(d, b, g * hid + j)
 
         def pp(g: int, d: Expr, j: Expr, c: Expr) -> Expr:  # + P[g] * c (P: i, o, f)
-            return c * load(self.t["p"], (d, g * hid + j), self.dt) if peep else const(0, self.dt)
+            return c * load(self.arg["p"], (d, g * hid + j), self.dt) if peep else const(0, self.dt)
 
         def c_body(d: Expr, b: Expr, j: Expr) -> Expr:
             cp = self.prev("c", d, b, j)
@@ -191,7 +189,7 @@ class _Step:
             return self.act(0, d, self.clip(gates[d, b, g * hid + j] + self.x(d, b, g * hid + j)))
 
         if lbr:
-            rbh = self.t.get("rbh")
+            rbh = self.arg.get("rbh")
 
             def hh(d: Expr, b: Expr, j: Expr) -> Expr:
                 rec = gates[d, b, 2 * hid + j]
