@@ -116,7 +116,7 @@ def conv_transpose(ctx: ImportContext, node: onnx.NodeProto) -> list[Value]:
 
 
 # ---- pooling --------------------------------------------------------------------
-def _pool_attrs(ctx: ImportContext, node: onnx.NodeProto) -> dict[str, Any]:
+def pool_attrs(ctx: ImportContext, node: onnx.NodeProto) -> dict[str, Any]:
     attrs = ctx.attrs(node)
     if "kernel_shape" not in attrs:
         raise ModelError(f"{node_label(node)}: required attribute kernel_shape is missing")
@@ -129,7 +129,7 @@ def _pool_attrs(ctx: ImportContext, node: onnx.NodeProto) -> dict[str, Any]:
 
 @converter("MaxPool")
 def max_pool(ctx: ImportContext, node: onnx.NodeProto) -> list[Value]:
-    attrs = _pool_attrs(ctx, node)
+    attrs = pool_attrs(ctx, node)
     attrs["storage_order"] = int(ctx.attrs(node).get("storage_order", 0))
     # the optional Indices output costs a second pass over every window: only on request
     attrs["indices"] = int(len(node.output) > 1 and bool(node.output[1]))
@@ -138,7 +138,7 @@ def max_pool(ctx: ImportContext, node: onnx.NodeProto) -> list[Value]:
 
 @converter("AveragePool")
 def avg_pool(ctx: ImportContext, node: onnx.NodeProto) -> list[Value]:
-    attrs = _pool_attrs(ctx, node)
+    attrs = pool_attrs(ctx, node)
     attrs["count_include_pad"] = int(ctx.attrs(node).get("count_include_pad", 0))
     return ctx.add("avg_pool", [ctx.input(node, 0)], attrs, node=node)
 

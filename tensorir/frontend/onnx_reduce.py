@@ -1,4 +1,4 @@
-"""Converters for reductions: Reduce*, ArgMax/ArgMin, TopK and CumSum.
+"""Converters for reductions: Reduce*, ArgMax/ArgMin, TopK, CumSum and CumProd.
 
 Axes become static attributes: from the `axes` attribute before ReduceSum-13 /
 Reduce*-18, from the (constant) `axes` input since. Absent or empty axes reduce
@@ -108,8 +108,8 @@ def topk(ctx: ImportContext, node: onnx.NodeProto) -> list[Value]:
     return ctx.add("topk", [x], out, node=node)
 
 
-@converter("CumSum")
-def cumsum(ctx: ImportContext, node: onnx.NodeProto) -> list[Value]:
+@converter("CumSum", "CumProd")
+def cumulative(ctx: ImportContext, node: onnx.NodeProto) -> list[Value]:
     x = ctx.input(node, 0)
     attrs = ctx.attrs(node)
     axis = const_int(ctx, node, 1, "axis")
@@ -118,4 +118,4 @@ def cumsum(ctx: ImportContext, node: onnx.NodeProto) -> list[Value]:
         "exclusive": int(attrs.get("exclusive", 0)),
         "reverse": int(attrs.get("reverse", 0)),
     }
-    return ctx.add("cumsum", [x], out, node=node)
+    return ctx.add("cumsum" if node.op_type == "CumSum" else "cumprod", [x], out, node=node)

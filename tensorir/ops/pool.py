@@ -136,14 +136,22 @@ def avg_pool(
     ct = acc_dtype(x.dtype)
     xp = pad_for_windows(x.astype(ct, copy=False), k, s, p, d, out, 0)
     total = window_view(xp, k, s, d, out).sum(axis=tuple(range(-nsp, 0)))
-    count = np.ones((), dtype=ct)
-    for i in range(nsp):
-        size = x.shape[2 + i]
-        lo, hi = (0, size + p[i] + p[nsp + i]) if count_include_pad else (p[i], p[i] + size)
-        per_axis = _tap_counts(size, k[i], s[i], d[i], lo, hi, out[i]).astype(ct)
-        count = np.multiply.outer(count, per_axis)
+    count = window_counts(x.shape[2:], attrs | {"ceil_mode": ceil_mode}, bool(count_include_pad))
     with np.errstate(invalid="ignore", divide="ignore"):
-        return (total / count).astype(x.dtype)
+        return (total / count.astype(ct)).astype(x.dtype)
+
+
+def window_counts(spatial: Ints, attrs: dict[str, Any], include_pad: bool) -> np.ndarray:
+    """Per output position (the spatial dims), how many window taps fall on the input, or on
+    the input and its explicit pads with `include_pad` (avg_pool's divisor; int64)."""
+    k, s, p, d = _window(len(spatial), attrs)
+    out = out_spatial(spatial, k, s, p, d, bool(attrs.get("ceil_mode", 0)))
+    nsp = len(spatial)
+    count = np.ones((), dtype=np.int64)
+    for i, size in enumerate(spatial):
+        lo, hi = (0, size + p[i] + p[nsp + i]) if include_pad else (p[i], p[i] + size)
+        count = np.multiply.outer(count, _tap_counts(size, k[i], s[i], d[i], lo, hi, out[i]))
+    return count
 
 
 def _global_infer(ins: Types, attrs: dict[str, Any]) -> Types:

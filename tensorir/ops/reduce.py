@@ -1,4 +1,4 @@
-"""Reductions, arg-reductions, TopK and CumSum.
+"""Reductions, arg-reductions, TopK, CumSum and CumProd.
 
 Attributes are fully normalized by the frontend: `axes` is a sorted tuple of
 non-negative axes (`()` reduces nothing: each element is its own set), `axis` is
@@ -176,14 +176,23 @@ def topk(x: np.ndarray, k: int, axis: int, largest: int = 1, sorted: int = 1) ->
     return np.take_along_axis(x, idx, axis=axis), idx
 
 
-@register_op("cumsum", infer=_infer_scan, pattern="opaque")
-def cumsum(x: np.ndarray, axis: int, exclusive: int = 0, reverse: int = 0) -> np.ndarray:
-    v = np.flip(x, axis) if reverse else x
-    acc = _acc(v)
-    out = np.cumsum(acc, axis=axis, dtype=acc.dtype)
-    if exclusive and out.shape[axis]:
-        zero = np.zeros_like(np.take(out, [0], axis=axis))
-        out = np.concatenate([zero, np.take(out, np.arange(out.shape[axis] - 1), axis=axis)], axis=axis)
-    if reverse:
-        out = np.flip(out, axis)
-    return _keep(out, x)
+def _scan(fn: Callable[..., np.ndarray], identity: int) -> Callable[..., np.ndarray]:
+    """A cumulative reference: `fn` (np.cumsum / np.cumprod) with ONNX's exclusive / reverse."""
+
+    def ref(x: np.ndarray, axis: int, exclusive: int = 0, reverse: int = 0) -> np.ndarray:
+        v = np.flip(x, axis) if reverse else x
+        acc = _acc(v)
+        out = fn(acc, axis=axis, dtype=acc.dtype)
+        if exclusive and out.shape[axis]:
+            first = np.full_like(np.take(out, [0], axis=axis), identity)
+            rest = np.take(out, np.arange(out.shape[axis] - 1), axis=axis)
+            out = np.concatenate([first, rest], axis=axis)
+        if reverse:
+            out = np.flip(out, axis)
+        return _keep(out, x)
+
+    return ref
+
+
+cumsum = register_op("cumsum", infer=_infer_scan, pattern="opaque")(_scan(np.cumsum, 0))
+cumprod = register_op("cumprod", infer=_infer_scan, pattern="opaque")(_scan(np.cumprod, 1))

@@ -1,4 +1,4 @@
-"""Compute definitions for reductions, argmax/argmin, cumsum and topk (references in reduce.py).
+"""Compute definitions for reductions, argmax/argmin, cumsum/cumprod and topk (references in reduce.py).
 
 A reduction is one `Reduce` stage over the reduced axes (accumulating float16 in float32,
 integers in their own type, as the references do) plus an elementwise epilogue stage when
@@ -6,8 +6,8 @@ the op needs one (mean's division, l2's sqrt, log_sum's log). `axes=()` reduces 
 each element is its own set; reducing an empty axis gives the identity (0, 1, -inf, ...)
 through the epilogue. log_sum_exp is max, exp-sum, then log + max.
 argmax/argmin: the max (min), then the first (last) index holding it.
-cumsum: te has no recurrence, so masked sums: over the whole axis when short, else blocked
-(block sums, their masked prefix, a masked sum inside the block).
+cumsum / cumprod: te has no recurrence, so masked sums (products): over the whole axis when
+short, else blocked (per block, their masked prefix, a masked reduction inside the block).
 topk: k rounds of "best value not yet picked, lowest index among equals" (k <= MAX_TOPK_K).
 A float max/min along the contiguous last axis keeps 16 running results (a vector loop),
 then reduces those. NaN inputs to max/min/argmax/topk give unspecified results (numpy
@@ -234,59 +234,70 @@ _arg("argmax", "max")
 _arg("argmin", "min")
 
 
-# ---- cumsum ----------------------------------------------------------------------------
+# ---- cumsum / cumprod ------------------------------------------------------------------
 CUMSUM_DIRECT_MAX = 64  # scan lengths up to this use one masked sum per element
 
 
-@register_compute("cumsum", schedule=schedule_reduction)
-def cumsum_compute(x: Tensor, axis: int, exclusive: int = 0, reverse: int = 0) -> Tensor:
-    """out[.., j, ..] = sum of x[.., k, ..] over k <= j (k < j exclusive; >=, > reversed).
-    Short axes: a masked sum over the axis (n^2 work). Longer ones are blocked: block sums,
-    a masked prefix over the blocks, plus a masked sum inside j's block (n*B + (n/B)^2 work)."""
-    acc = acc_dtype(x.dtype)
-    n = x.shape[axis]
-    scan = _Scan(x, axis, acc, bool(exclusive), bool(reverse))
-    if n <= CUMSUM_DIRECT_MAX:
-        k = reduce_axis(n, "k")
+def _cumulative(
+    op: str, reduce: Callable[..., Expr], combine: Callable[[Expr, Expr], Expr], unit: int
+) -> None:
+    """Register the compute of cumsum (sum_, +, 0) or cumprod (prod_, *, 1)."""
 
-        def direct(*i: IterVar) -> Expr:
-            return sum_(scan.masked(i, k, scan.take(i[axis], k)), axis=k)
+    def fn(x: Tensor, axis: int, exclusive: int = 0, reverse: int = 0) -> Tensor:
+        """out[.., j, ..] = x[.., k, ..] combined over k <= j (k < j exclusive; >=, > reversed).
+        Short axes: a masked reduction over the axis (n^2 work). Longer ones are blocked: per
+        block, a masked prefix over the blocks, then inside j's block (n*B + (n/B)^2 work)."""
+        acc = acc_dtype(x.dtype)
+        n = x.shape[axis]
+        scan = _Scan(x, axis, acc, bool(exclusive), bool(reverse), unit)
+        if n <= CUMSUM_DIRECT_MAX:
+            k = reduce_axis(n, "k")
 
-        out = compute(x.shape, direct, name="cumsum" if acc == x.dtype else "cumsum_acc")
-        return out if acc == x.dtype else epilogue("cumsum", out, lambda v: v, x.dtype)
-    b = max(16, -(-round((2 * n) ** (1 / 3)) // 16) * 16)  # ~ (2n)^(1/3): balances both terms
-    nb = -(-n // b)
-    blocks = (*x.shape[:axis], nb, *x.shape[axis + 1 :])
-    r = reduce_axis(b, "r")
-    sums = compute(
-        blocks,
-        lambda *i: sum_(scan.masked(i, i[axis] * b + r, (i[axis] * b + r) < n), axis=r),
-        name="cumsum_blocks",
-    )
-    c = reduce_axis(nb, "c")
+            def direct(*i: IterVar) -> Expr:
+                return reduce(scan.masked(i, k, scan.take(i[axis], k)), axis=k)
 
-    def prefix(*i: IterVar) -> Expr:
-        before = c > i[axis] if reverse else c < i[axis]
-        return sum_(if_then_else(before, sums[scan.at(i, c)], const(0, acc)), axis=c)
+            out = compute(x.shape, direct, name=op if acc == x.dtype else f"{op}_acc")
+            return out if acc == x.dtype else epilogue(op, out, lambda v: v, x.dtype)
+        b = max(16, -(-round((2 * n) ** (1 / 3)) // 16) * 16)  # ~ (2n)^(1/3): balances both terms
+        nb = -(-n // b)
+        blocks = (*x.shape[:axis], nb, *x.shape[axis + 1 :])
+        r = reduce_axis(b, "r")
+        sums = compute(
+            blocks,
+            lambda *i: reduce(scan.masked(i, i[axis] * b + r, (i[axis] * b + r) < n), axis=r),
+            name=f"{op}_blocks",
+        )
+        c = reduce_axis(nb, "c")
 
-    pre = compute(blocks, prefix, name="cumsum_prefix")
-    r2 = reduce_axis(b, "r")
+        def prefix(*i: IterVar) -> Expr:
+            before = c > i[axis] if reverse else c < i[axis]
+            return reduce(if_then_else(before, sums[scan.at(i, c)], const(unit, acc)), axis=c)
 
-    def within(*i: IterVar) -> Expr:
-        k = i[axis] // b * b + r2
-        return sum_(scan.masked(i, k, scan.take(i[axis], k)), axis=r2)
+        pre = compute(blocks, prefix, name=f"{op}_prefix")
+        r2 = reduce_axis(b, "r")
 
-    inside = compute(x.shape, within, name="cumsum_within")
-    return compute(
-        x.shape, lambda *i: pre[scan.at(i, i[axis] // b)] + inside[i], name="cumsum", dtype=x.dtype
-    )
+        def within(*i: IterVar) -> Expr:
+            k = i[axis] // b * b + r2
+            return reduce(scan.masked(i, k, scan.take(i[axis], k)), axis=r2)
+
+        inside = compute(x.shape, within, name=f"{op}_within")
+        return compute(
+            x.shape, lambda *i: combine(pre[scan.at(i, i[axis] // b)], inside[i]), name=op, dtype=x.dtype
+        )
+
+    register_compute(op, schedule=schedule_reduction)(fn)
+
+
+_cumulative("cumsum", sum_, lambda a, b: a + b, 0)
+_cumulative("cumprod", prod_, lambda a, b: a * b, 1)
 
 
 class _Scan:
-    """Index helpers for cumsum along `axis`."""
+    """Index helpers for cumsum / cumprod along `axis` (`unit`: what a masked position gives)."""
 
-    def __init__(self, x: Tensor, axis: int, acc: str, exclusive: bool, reverse: bool) -> None:
+    def __init__(self, x: Tensor, axis: int, acc: str, exclusive: bool, reverse: bool, unit: int) -> None:
         self.x, self.axis, self.acc, self.exclusive, self.reverse = x, axis, acc, exclusive, reverse
+        self.unit = unit
 
     def at(self, i: Index, k: Expr) -> Index:
         return (*i[: self.axis], k, *i[self.axis + 1 :])
@@ -298,7 +309,7 @@ class _Scan:
         return all_(k > j if self.exclusive else k >= j, k < self.x.shape[self.axis])
 
     def masked(self, i: Index, k: Expr, cond: Expr) -> Expr:
-        return if_then_else(cond, cast(self.x[self.at(i, k)], self.acc), const(0, self.acc))
+        return if_then_else(cond, cast(self.x[self.at(i, k)], self.acc), const(self.unit, self.acc))
 
 
 # ---- topk --------------------------------------------------------------------------------

@@ -111,6 +111,7 @@ def test_argmax_dtypes(dtype, n):
 def test_cumsum(axis, exclusive, reverse, dtype):
     attrs = {"axis": axis, "exclusive": exclusive, "reverse": reverse}
     check("cumsum", [data((3, 5, 16), dtype, -5, 5)], attrs, *TOL.get(dtype, (0, 0)))
+    check("cumprod", [data((3, 5, 16), dtype, -2, 2)], attrs, *TOL.get(dtype, (0, 0)))
 
 
 @pytest.mark.parametrize(("exclusive", "reverse"), [(0, 0), (1, 0), (0, 1), (1, 1)])
@@ -120,6 +121,9 @@ def test_cumsum_blocked_long_axes(shape, axis, exclusive, reverse):
     attrs = {"axis": axis, "exclusive": exclusive, "reverse": reverse}
     check("cumsum", [data(shape, "int32", -9, 9)], attrs)
     check("cumsum", [data(shape, "float32")], attrs, 1e-4, 1e-4)
+    signs = np.where(data(shape, "int32", 0, 1) > 0, 1, -1).astype(np.int32)
+    check("cumprod", [signs], attrs)  # products of +-1: exact, and every block matters
+    check("cumprod", [data(shape, "float32", 0.95, 1.05)], attrs, 1e-4, 1e-6)
 
 
 def test_cumsum_float16_accumulates_in_float32():

@@ -106,6 +106,9 @@ def test_cumsum_exclusive_reverse():
     assert ref("cumsum", x, axis=0, exclusive=1)[0].tolist() == [0, 1, 3, 6]
     out = ref("cumsum", x, axis=0, exclusive=1, reverse=1)[0]
     assert out.dtype == np.int32 and out.tolist() == [9, 7, 4, 0]
+    assert ref("cumprod", x, axis=0, exclusive=1)[0].tolist() == [1, 1, 2, 6]
+    out = ref("cumprod", x, axis=0, exclusive=1, reverse=1)[0]
+    assert out.dtype == np.int32 and out.tolist() == [24, 12, 4, 1]
 
 
 # ---- pad ------------------------------------------------------------------------------
