@@ -27,7 +27,7 @@ from tensorir.loop import ir
 
 FMF = "contract reassoc nsz"
 _FLOAT_OPS = {"+": "fadd", "-": "fsub", "*": "fmul", "/": "fdiv"}
-_INT_OPS = {"+": "add", "-": "sub", "*": "mul", "and": "and", "or": "or", "xor": "xor"}
+_INT_OPS = {"+": "add", "-": "sub", "*": "mul", "and": "and", "or": "or", "xor": "xor", "shl": "shl"}
 _FCMP = {"<": "olt", "<=": "ole", ">": "ogt", ">=": "oge", "==": "oeq", "!=": "une"}
 _ICMP = {"<": "lt", "<=": "le", ">": "gt", ">=": "ge", "==": "eq", "!=": "ne"}
 
@@ -174,6 +174,8 @@ class ExprEmitter(FuncBuilder):
                 return q if op == "//" else self.binop("-", a, self.binop("*", q, b))
         elif op in _INT_OPS:
             return Val(self.op(f"{_INT_OPS[op]} {ty} {a.ref}, {b.ref}"), dt, lanes)
+        elif op == "shr":
+            return Val(self.op(f"{'ashr' if is_signed(dt) else 'lshr'} {ty} {a.ref}, {b.ref}"), dt, lanes)
         elif op in ("/", "//", "%"):
             return self._int_div(op, a, b)
         raise TirError(f"binary operator {op!r} is not defined for {dt}")

@@ -208,7 +208,7 @@ class _Renderer:
     def _e_BinOp(self, e: ir.BinOp) -> _V:
         a, b, n = self.pair(e.a, e.b)
         dt, ct = a.dtype, a.ctype
-        op = {"and": "&", "or": "|", "xor": "^"}.get(e.op, e.op)
+        op = {"and": "&", "or": "|", "xor": "^", "shl": "<<", "shr": ">>"}.get(e.op, e.op)
         if dt == "bool":
             op = {"min": "&", "max": "|"}.get(op, op)
         isfloat, signed = dt.startswith("float"), dt.startswith("int")

@@ -69,3 +69,24 @@ def is_inf(ctx: ImportContext, node: onnx.NodeProto) -> list[Value]:
         return [ctx.const(np.zeros(ctx.type_of(x).shape, bool))]
     hits = [ctx.add("equal", [x, _scalar(ctx, x, s * np.inf)], node=node)[0] for s in signs]
     return hits[:1] if len(hits) == 1 else ctx.add("logical_or", hits, node=node)
+
+
+_BITWISE = {"BitwiseAnd": "bitwise_and", "BitwiseOr": "bitwise_or", "BitwiseXor": "bitwise_xor"}
+
+
+def _binary(op: str) -> Converter:
+    def convert(ctx: ImportContext, node: onnx.NodeProto) -> list[Value]:
+        return ctx.add(op, [ctx.input(node, 0), ctx.input(node, 1)], node=node)
+
+    return convert
+
+
+for _t, _op in _BITWISE.items():
+    converter(_t)(_binary(_op))
+converter("BitwiseNot")(_unary("bitwise_not"))
+
+
+@converter("BitShift")
+def bit_shift(ctx: ImportContext, node: onnx.NodeProto) -> list[Value]:
+    direction = ctx.attrs(node)["direction"]
+    return ctx.add("bit_shift", [ctx.input(node, 0), ctx.input(node, 1)], {"direction": direction}, node=node)

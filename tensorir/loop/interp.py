@@ -78,6 +78,8 @@ _BINOPS: dict[str, Callable[[Any, Any], Any]] = {
     "and": _bool_or_bits(np.logical_and, np.bitwise_and),
     "or": _bool_or_bits(np.logical_or, np.bitwise_or),
     "xor": _bool_or_bits(np.logical_xor, np.bitwise_xor),
+    "shl": np.left_shift,
+    "shr": np.right_shift,
 }
 _CMPS = {
     "<": operator.lt,

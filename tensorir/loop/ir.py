@@ -120,8 +120,10 @@ class Const(Expr):
 
 
 # "+", "-", "*", "/" (true division for floats, truncating for ints), "//" (floor div),
-# "%" (floor mod), "min", "max", "and", "or", "xor" (bitwise / logical on bool)
-BINARY_OPS = ("+", "-", "*", "/", "//", "%", "min", "max", "and", "or", "xor")
+# "%" (floor mod), "min", "max", "and", "or", "xor" (bitwise / logical on bool), "shl", "shr"
+# (integer shifts, arithmetic right for signed types, logical for unsigned; a count outside
+# [0, bits) is undefined: guard it)
+BINARY_OPS = ("+", "-", "*", "/", "//", "%", "min", "max", "and", "or", "xor", "shl", "shr")
 COMPARE_OPS = ("<", "<=", ">", ">=", "==", "!=")
 
 

@@ -65,7 +65,7 @@ INDENT = "  "
 _ATOM = 100
 # precedence of binary operators (higher binds tighter), as in Python
 _BIN_PREC = {"+": 10, "-": 10, "*": 11, "/": 11, "//": 11, "%": 11}
-_INT_BITOPS = {"and": ("&", 7), "xor": ("^", 6), "or": ("|", 5)}
+_INT_BITOPS = {"shl": ("<<", 9), "shr": (">>", 9), "and": ("&", 7), "xor": ("^", 6), "or": ("|", 5)}
 _BOOL_OPS = {"and": ("and", 2), "or": ("or", 1), "xor": ("^", 6)}
 _CMP_PREC = 4
 _NOT_PREC = 3
