@@ -19,6 +19,7 @@ from tensorir.codegen.link import link_shared, weights_object
 from tensorir.codegen.llvm import LLVM_LOCK, build_ir, emit_object, optimize, parse_ir, target_machine
 from tensorir.codegen.parallel import runtime_ir
 from tensorir.compiler import LIB_NAME, Build
+from tensorir.dtypes import is_narrow
 from tensorir.errors import TirError
 
 WEIGHTS_FILE = "weights.bin"
@@ -58,6 +59,18 @@ def _entry_object(build: Build, embedded: bool) -> bytes:
         return target_machine(build.target).emit_object(mod)
 
 
+_NARROW_NOTE = """
+ * Narrow dtypes are stored as numpy's ml_dtypes stores them: bfloat16 as the high 16 bits
+ * of the float32 (uint16_t), float8_* / float4_e2m1fn as one code per byte (uint8_t),
+ * int4 / uint4 / int2 / uint2 as one value per byte in its low bits, the rest zero."""
+
+
+def _narrow_note(manifest: dict) -> str:
+    """The storage of the narrow dtypes, when an input or output has one."""
+    dtypes = {t["dtype"] for kind in ("inputs", "outputs") for t in manifest[kind]}
+    return _NARROW_NOTE if any(is_narrow(d) for d in dtypes) else ""
+
+
 def c_header(build: Build) -> str:
     m = build.manifest
     io = []
@@ -70,7 +83,7 @@ def c_header(build: Build) -> str:
 {chr(10).join(io)}
  *
  * Buffers are dense, row-major, in the dtypes above. tir_run reads the inputs and writes
- * the outputs through the pointer arrays (graph order); it returns 0 on success.
+ * the outputs through the pointer arrays (graph order); it returns 0 on success.{_narrow_note(m)}
  * A model object is not thread-safe: use one per thread, or serialize tir_run calls.
  */
 #ifndef TENSORIR_MODEL_H

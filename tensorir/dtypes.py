@@ -3,17 +3,35 @@
     dtype_bits("float16") == 16;  elem_bytes("bool") == 1;  is_float("float32")
 
 Loop-IR dtypes are numpy names: bool, int8..int64, uint8..uint64, float16, float32,
-float64. `bool` is one byte in memory (like numpy). This module sits below ops, schedules
-and every code generator (LLVM types are in codegen/llvm_types.py, OpenCL C types in
-codegen/opencl.py), so none of them imports another to learn a size.
+float64. `bool` is one byte in memory (like numpy). The narrow types are storage types,
+laid out as ml_dtypes lays them out in numpy: bfloat16 (16 bits), the float8 formats,
+float4_e2m1fn, int4 / uint4 / int2 / uint2 (one value per byte, in its low bits). Code
+generators compute on them in float32 (int8 for the small integers) and convert back.
+This module sits below ops, schedules and every code generator (LLVM types are in
+codegen/llvm_types.py, OpenCL C types in codegen/opencl.py), so none of them imports
+another to learn a size.
 """
 
 from __future__ import annotations
 
+import ml_dtypes  # noqa: F401  (registers bfloat16, float8_*, int4, ... with numpy)
 import numpy as np
 
 from tensorir.errors import TirError
 
+NARROW = (
+    "bfloat16",
+    "float8_e4m3fn",
+    "float8_e4m3fnuz",
+    "float8_e5m2",
+    "float8_e5m2fnuz",
+    "float8_e8m0fnu",
+    "float4_e2m1fn",
+    "int4",
+    "uint4",
+    "int2",
+    "uint2",
+)
 DTYPES = (
     "bool",
     "int8",
@@ -27,8 +45,9 @@ DTYPES = (
     "float16",
     "float32",
     "float64",
+    *NARROW,
 )
-_BITS = {"bool": 8, "float16": 16, "float32": 32, "float64": 64}
+_BITS = {"bool": 8, "float16": 16, "float32": 32, "float64": 64, "bfloat16": 16}
 
 
 def check_dtype(dtype: str) -> None:
@@ -42,6 +61,8 @@ def dtype_bits(dtype: str) -> int:
     check_dtype(dtype)
     if dtype in _BITS:
         return _BITS[dtype]
+    if is_narrow(dtype):
+        return 8
     return int(dtype.removeprefix("u").removeprefix("int"))
 
 
@@ -50,7 +71,22 @@ def elem_bytes(dtype: str) -> int:
 
 
 def is_float(dtype: str) -> bool:
-    return dtype.startswith("float")
+    return dtype.startswith(("float", "bfloat"))
+
+
+def is_narrow(dtype: str) -> bool:
+    """A storage type (bfloat16, float8, float4, int4, int2, ...) computed on in a wider one."""
+    return dtype in NARROW
+
+
+def compute_dtype(dtype: str) -> str:
+    """The type arithmetic on `dtype` runs in: float32 for narrow floats, int8 / uint8
+    for the small integers, `dtype` itself otherwise."""
+    if not is_narrow(dtype):
+        return dtype
+    if is_float(dtype):
+        return "float32"
+    return "int8" if is_signed(dtype) else "uint8"
 
 
 def is_signed(dtype: str) -> bool:

@@ -2,24 +2,30 @@
 
 Float arithmetic carries `contract reassoc nsz`: a*b+c fuses into fma, reductions may
 be reordered and vectorized; NaN and infinity are kept (no `nnan`/`ninf`), and divisions
-stay exact (no `arcp`). Integer "/" truncates, "//" and "%" are floor division/modulo
-(Python semantics); unsigned types use unsigned operations. min/max on floats are
-`a < b ? a : b` (x86 minps/maxps semantics: a NaN in the second operand wins).
+stay exact (no `arcp`). Narrow storage types (bfloat16, float8, int4, ...) are converted to
+their compute type (float32, int8 / uint8) for every operation but loads, stores, selects
+and copies, and back after (codegen/llvm_narrow.py). Integer "/" truncates, "//" and "%"
+are floor division/modulo (Python semantics); unsigned types use unsigned operations.
+min/max on floats are `a < b ? a : b` (x86 minps/maxps semantics: a NaN in the second
+operand wins).
 """
 
 from __future__ import annotations
 
 from tensorir.codegen import vmath
-from tensorir.codegen.llvm_builder import FuncBuilder, Val
+from tensorir.codegen.llvm_builder import Val
+from tensorir.codegen.llvm_narrow import NarrowEmitter
 from tensorir.codegen.llvm_types import (
     const,
     dtype_bits,
     elem_bytes,
     is_bool,
     is_float,
+    is_narrow,
     is_signed,
     llvm_ty,
     mem_ty,
+    scalar_ty,
     vec,
 )
 from tensorir.errors import TirError
@@ -37,12 +43,13 @@ def _ty(v: Val) -> str:
 
 
 def _isfx(dtype: str, lanes: int) -> str:
-    """Intrinsic type suffix: f32, v16f32, i64, v4i1, f16."""
-    s = "i1" if is_bool(dtype) else f"{'f' if is_float(dtype) else 'i'}{dtype_bits(dtype)}"
+    """Intrinsic type suffix: f32, v16f32, i64, v4i1, f16 (i16 for bfloat16's register)."""
+    s = scalar_ty(dtype)
+    s = {"half": "f16", "float": "f32", "double": "f64"}.get(s, s)
     return s if lanes == 1 else f"v{lanes}{s}"
 
 
-class ExprEmitter(FuncBuilder):
+class ExprEmitter(NarrowEmitter):
     """Expression lowering; `env` maps Vars and `bufs` maps Buffers to emitted values."""
 
     def init_scope(self) -> None:
@@ -76,6 +83,11 @@ class ExprEmitter(FuncBuilder):
         src, dst = v.dtype, dtype
         if src == dst:
             return v
+        if is_narrow(src) or is_narrow(dst):
+            return self._narrow_cast(v, dst)
+        if {src, dst} == {"float16", "float64"}:  # through float32: no compiler-rt call
+            mid = self.f64_to_f32_odd(v) if src == "float64" else self.cast(v, "float32")
+            return self.cast(mid, dst)
         sty, dty = _ty(v), llvm_ty(dst, v.lanes)
         if is_bool(dst):
             zero = const(0, src, v.lanes)
@@ -94,6 +106,20 @@ class ExprEmitter(FuncBuilder):
                 return Val(v.ref, dst, v.lanes)
             op = "trunc" if db < sb else ("sext" if is_signed(src) else "zext")
         return Val(self.op(f"{op} {sty} {v.ref} to {dty}"), dst, v.lanes)
+
+    def _narrow_cast(self, v: Val, dst: str) -> Val:
+        if is_narrow(v.dtype):
+            v = self.narrow_to_wide(v)
+            if not is_narrow(dst):
+                return self.cast(v, dst)
+        if is_float(dst):
+            return self.wide_to_narrow(self.cast(v, "float32"), dst)  # float64 too, as ml_dtypes
+        if is_float(v.dtype):
+            v = self.cast(v, "int32")  # then wrapped, as numpy / ml_dtypes do
+        return self.wrap_small_int(self.cast(v, "int8" if is_signed(dst) else "uint8"), dst)
+
+    def widen(self, v: Val) -> Val:
+        return self.narrow_to_wide(v) if is_narrow(v.dtype) else v
 
     # ---- dispatch -------------------------------------------------------------------
     def expr(self, e: ir.Expr) -> Val:
@@ -127,7 +153,7 @@ class ExprEmitter(FuncBuilder):
         return self.binop(e.op, self.expr(e.a), self.expr(e.b))
 
     def _e_Cmp(self, e: ir.Cmp) -> Val:
-        a, b = self.expr(e.a), self.expr(e.b)
+        a, b = self.widen(self.expr(e.a)), self.widen(self.expr(e.b))
         lanes = max(a.lanes, b.lanes)
         a, b = self.splat(a, lanes), self.splat(b, lanes)
         if a.dtype != b.dtype:
@@ -163,6 +189,8 @@ class ExprEmitter(FuncBuilder):
         a, b = self.splat(a, lanes), self.splat(b, lanes)
         if a.dtype != b.dtype:
             raise TirError(f"binary {op!r} of {a.dtype} with {b.dtype}: insert a Cast")
+        if is_narrow(a.dtype):
+            return self.cast(self.binop(op, self.widen(a), self.widen(b)), a.dtype)
         dt, ty = a.dtype, _ty(a)
         if op in ("min", "max"):
             return self._minmax(op, a, b)
@@ -209,6 +237,12 @@ class ExprEmitter(FuncBuilder):
 
     # ---- calls ----------------------------------------------------------------------
     def _e_Call(self, e: ir.Call) -> Val:
+        if e.name.startswith("e8m0_"):
+            flag = e.args[1].value if isinstance(e.args[1], ir.Broadcast) else e.args[1]
+            if not isinstance(flag, ir.Const):
+                raise TirError(f"{e.name}: the saturate argument must be a constant")
+            v = self.cast(self.expr(e.args[0]), "float32")
+            return self.to_e8m0(v, e.name.removeprefix("e8m0_"), bool(flag.value))
         args = [self.expr(a) for a in e.args]
         lanes = max(a.lanes for a in args)
         args = [self.splat(a, lanes) for a in args]
@@ -216,6 +250,8 @@ class ExprEmitter(FuncBuilder):
 
     def call_math(self, name: str, args: list[Val]) -> Val:
         dt = args[0].dtype
+        if is_narrow(dt):
+            return self.cast(self.call_math(name, [self.widen(a) for a in args]), dt)
         if name == "abs":
             if is_float(dt):
                 return self.intrinsic("fabs", dt, args)
@@ -274,6 +310,8 @@ class ExprEmitter(FuncBuilder):
         if is_bool(buf.dtype):
             ref = self.op(f"icmp ne {vec('i8', lanes)} {raw.ref}, {const(0, 'int8', lanes)}")
             return Val(ref, "bool", lanes)
+        if is_narrow(buf.dtype) and not is_float(buf.dtype):  # a small int: only its low bits
+            return self.wrap_small_int(raw, buf.dtype)
         return raw
 
     def store(self, buf: ir.Buffer, index: ir.Expr, value: ir.Expr) -> None:
@@ -282,7 +320,7 @@ class ExprEmitter(FuncBuilder):
         if v.lanes != lanes:
             raise TirError(f"store of a {v.lanes}-lane value to {lanes} elements of {buf.name!r}")
         mty, align = mem_ty(buf.dtype), elem_bytes(buf.dtype)
-        ref = v.ref
+        ref = self.store_bits(v)
         if is_bool(buf.dtype):
             ref = self.op(f"zext {vec('i1', lanes)} {ref} to {vec('i8', lanes)}")
         base = self._contiguous_base(index)

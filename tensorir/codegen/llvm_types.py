@@ -1,5 +1,10 @@
 """Loop-IR dtypes as LLVM types and constants (IR text); sizes and kinds of dtypes are
-in tensorir/dtypes.py (re-exported here for the LLVM code generator)."""
+in tensorir/dtypes.py (re-exported here for the LLVM code generator).
+
+Narrow storage types live in integer registers: bfloat16 as its 16 bits (i16), the
+float8 / float4 formats as their byte (i8), int4 / int2 as an i8 holding the value
+(sign-extended), uint4 / uint2 as an i8 holding it zero-extended. codegen/llvm_narrow.py
+converts them; memory holds one value per byte in its low bits, as ml_dtypes does."""
 
 from __future__ import annotations
 
@@ -9,7 +14,7 @@ import struct
 import numpy as np
 
 from tensorir.dtypes import check_dtype as _check_dtype
-from tensorir.dtypes import dtype_bits, elem_bytes, is_bool, is_float, is_signed, np_dtype
+from tensorir.dtypes import dtype_bits, elem_bytes, is_bool, is_float, is_narrow, is_signed, np_dtype
 from tensorir.errors import TirError
 
 __all__ = [
@@ -20,6 +25,7 @@ __all__ = [
     "elem_bytes",
     "is_bool",
     "is_float",
+    "is_narrow",
     "is_signed",
     "llvm_ty",
     "mem_ty",
@@ -41,6 +47,9 @@ _SCALAR = {
     "float16": "half",
     "float32": "float",
     "float64": "double",
+    "bfloat16": "i16",
+    **{name: "i8" for name in ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz")},
+    **{name: "i8" for name in ("float8_e8m0fnu", "float4_e2m1fn", "int4", "uint4", "int2", "uint2")},
 }
 
 
@@ -81,8 +90,36 @@ def _float_hex(value: float, dtype: str) -> str:
     return "0x" + struct.pack(">d", value).hex().upper()
 
 
+def _e8m0_up_saturated(value: float) -> int:
+    """ONNX Cast's default conversion to float8_e8m0fnu (round_mode up, saturate): the code
+    of the smallest power of two >= |value| in [2^-127, 2^127]; 0xFF for NaN."""
+    if math.isnan(value):
+        return 0xFF
+    if math.isinf(value):
+        return 0xFE
+    m, e = math.frexp(abs(float(np.float32(value))))  # |value| = m * 2^e, m in [0.5, 1)
+    return 0 if m == 0 else min(max(e - 1 + (m != 0.5) + 127, 0), 0xFE)
+
+
+def _narrow_literal(value: int | float | bool, dtype: str) -> str:
+    """A narrow type's register value: ml_dtypes' conversion (round to nearest even, no
+    saturation), the bits of a float format, an int4 / int2 value wrapped and sign-extended;
+    float8_e8m0fnu as a Cast to it converts (codegen/llvm_narrow.py)."""
+    if dtype == "float8_e8m0fnu":
+        code = _e8m0_up_saturated(float(value))
+        return str(code - 256 if code >= 128 else code)
+    with np.errstate(all="ignore"):
+        x = np.array(value if is_float(dtype) else int(value) & 0xFF).astype(np_dtype(dtype))
+    if not is_float(dtype):
+        return str(int(x.astype(np.int8)))
+    bits = int(x.view(np.uint16 if dtype == "bfloat16" else np.uint8))
+    return str(bits - (1 << dtype_bits(dtype)) if bits >> (dtype_bits(dtype) - 1) else bits)
+
+
 def const_scalar(value: int | float | bool, dtype: str) -> str:
     """The literal (no type prefix) for a scalar constant."""
+    if is_narrow(dtype):
+        return _narrow_literal(value, dtype)
     if is_bool(dtype):
         return "true" if value else "false"
     if is_float(dtype):

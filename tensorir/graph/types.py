@@ -8,6 +8,8 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
+from tensorir.dtypes import NARROW
+
 # Short names used by the printer; anything else prints under its numpy name.
 _SHORT = {
     "float32": "f32",
@@ -25,22 +27,7 @@ _SHORT = {
     "bool": "bool",
 }
 
-_EXTRA_DTYPES = {
-    name: np.dtype(getattr(ml_dtypes, name))
-    for name in (
-        "bfloat16",
-        "float8_e4m3fn",
-        "float8_e4m3fnuz",
-        "float8_e5m2",
-        "float8_e5m2fnuz",
-        "float8_e8m0fnu",
-        "float4_e2m1fn",
-        "int4",
-        "uint4",
-        "int2",
-        "uint2",
-    )
-}
+_EXTRA_DTYPES = {name: np.dtype(getattr(ml_dtypes, name)) for name in NARROW}
 
 
 def np_dtype(name: str) -> np.dtype:

@@ -217,6 +217,11 @@ INTRINSICS = (
     "pow",
     "sin",
     "cos",
+    # ONNX Cast to float8_e8m0fnu: (float32 x, bool saturate) -> float8_e8m0fnu, the
+    # exponent rounded up / down / to nearest (tensorir/codegen/llvm_narrow.py)
+    "e8m0_up",
+    "e8m0_down",
+    "e8m0_nearest",
 )
 
 

@@ -16,6 +16,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
+from tensorir.dtypes import NARROW
 from tensorir.graph.types import TensorType, np_dtype
 from tensorir.ops.infer import Types, broadcast, same_as
 from tensorir.ops.registry import register_op
@@ -223,7 +224,7 @@ def _cast_infer(ins: Types, attrs: dict[str, Any]) -> Types:
 @register_op("cast", infer=_cast_infer, **EW)
 def cast(x, to, saturate=1, round_mode="up"):
     target = np_dtype(to)
-    wide = x.astype(np.float32) if x.dtype.name in _ML_NAMES else x
+    wide = x.astype(np.float32) if x.dtype.name in NARROW else x
     if target == np.bool_:
         return wide.astype(np.bool_)
     if target.name == "float8_e8m0fnu":
@@ -248,18 +249,3 @@ def _cast_e8m0(x: np.ndarray, round_mode: str, saturate: int) -> np.ndarray:
             e = np.clip(np.nan_to_num(e, neginf=-127, posinf=127), -127, 127)
         out = np.exp2(e)
     return np.where(np.isnan(x), np.nan, out)
-
-
-_ML_NAMES = {
-    "bfloat16",
-    "float8_e4m3fn",
-    "float8_e4m3fnuz",
-    "float8_e5m2",
-    "float8_e5m2fnuz",
-    "float8_e8m0fnu",
-    "float4_e2m1fn",
-    "int4",
-    "uint4",
-    "int2",
-    "uint2",
-}

@@ -18,9 +18,12 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+import ml_dtypes
+
 import tensorir.ops.elementwise  # noqa: F401  (the references register the ops first)
+from tensorir.dtypes import np_dtype
 from tensorir.loop.arith import is_float, is_int
-from tensorir.loop.ir import BinOp, Cmp, Const, Expr, Not
+from tensorir.loop.ir import BinOp, Call, Cmp, Const, Expr, Not
 from tensorir.ops.infer import broadcast_shapes
 from tensorir.ops.registry import register_compute
 from tensorir.schedule.defaults import schedule_injective
@@ -291,4 +294,18 @@ for _name, _fn in {
 @register_compute("cast", schedule=schedule_injective)
 def cast_compute(x: Tensor, to: str, saturate: int = 1, round_mode: str = "up") -> Tensor:
     """Numeric conversions between the code generator's dtypes (float -> int truncates)."""
-    return compute(x.shape, lambda *i: cast(x[i], to), name="cast")
+    return compute(x.shape, lambda *i: cast_value(x[i], to, saturate, round_mode), name="cast")
+
+
+def cast_value(v: Expr, to: str, saturate: int = 1, round_mode: str = "up") -> Expr:
+    """ONNX Cast of one value: to float8 with `saturate`, out-of-range values and infinities
+    clamp to +-max first (NaN stays NaN); to float8_e8m0fnu the exponent rounds by
+    `round_mode` (the e8m0_* intrinsics). The code generator's Cast does the rest."""
+    if to == "float8_e8m0fnu":
+        return Call(f"e8m0_{round_mode}", (cast(v, "float32"), Const(bool(saturate), "bool")), to)
+    if saturate and to.startswith("float8") and is_float(v.dtype):
+        top = float(ml_dtypes.finfo(np_dtype(to)).max)
+        w = cast(v, "float64" if v.dtype == "float64" else "float32")
+        hi, lo = const(top, w.dtype), const(-top, w.dtype)
+        return cast(select(w > hi, hi, select(w < lo, lo, w)), to)
+    return cast(v, to)
