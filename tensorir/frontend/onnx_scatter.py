@@ -118,3 +118,15 @@ def reverse_sequence(ctx: ImportContext, node: onnx.NodeProto) -> list[Value]:
     (src,) = ctx.add("where", [inside, back, t], node=node)
     (src,) = ctx.add("expand", [src], {"shape": xt.shape}, node=node)
     return ctx.add("gather_elements", [x, src], {"axis": time}, node=node)
+
+
+@converter("GridSample")
+def grid_sample(ctx: ImportContext, node: onnx.NodeProto) -> list[Value]:
+    attrs = ctx.attrs(node)
+    mode = attrs.get("mode", "linear" if ctx.opset >= 20 else "bilinear")
+    out = {
+        "mode": {"bilinear": "linear", "bicubic": "cubic"}.get(mode, mode),
+        "padding_mode": attrs.get("padding_mode", "zeros"),
+        "align_corners": int(attrs.get("align_corners", 0)),
+    }
+    return ctx.add("grid_sample", [ctx.input(node, 0), ctx.input(node, 1)], out, node=node)
