@@ -1,0 +1,84 @@
+"""A model whose input and outputs are narrow dtypes (bfloat16, float8_e4m3fn, int4), compiled
+by `tir compile` and called through the library's C API (tir_create / tir_run), its outputs
+checked bit for bit against ONNX's reference evaluator."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+
+import ml_dtypes
+import numpy as np
+import onnx
+from onnx import TensorProto as T
+from onnx import helper
+from onnx.reference import ReferenceEvaluator
+
+from tensorir.cli import main
+from tensorir.codegen.link import ALL_LIBC_SYMBOLS, dynamic_symbols
+from tests.codegen.test_narrow_dtypes import assert_same
+
+
+def narrow_model() -> onnx.ModelProto:
+    """y = bf16(relu(x) * 3), z = float8(y) with saturation, q = int4(y)."""
+    nodes = [
+        helper.make_node("Cast", ["x"], ["xf"], to=T.FLOAT),
+        helper.make_node("Relu", ["xf"], ["r"]),
+        helper.make_node("Mul", ["r", "three"], ["m"]),
+        helper.make_node("Cast", ["m"], ["y"], to=T.BFLOAT16),
+        helper.make_node("Cast", ["y"], ["z"], to=T.FLOAT8E4M3FN),
+        helper.make_node("Cast", ["y"], ["q"], to=T.INT4),
+    ]
+    outs = [("y", T.BFLOAT16), ("z", T.FLOAT8E4M3FN), ("q", T.INT4)]
+    graph = helper.make_graph(
+        nodes,
+        "narrow",
+        [helper.make_tensor_value_info("x", T.BFLOAT16, [4, 33])],
+        [helper.make_tensor_value_info(n, t, [4, 33]) for n, t in outs],
+        [helper.make_tensor("three", T.FLOAT, [], [3.0])],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)])
+
+
+def run_library(folder, x: np.ndarray, manifest: dict) -> list[np.ndarray]:
+    lib = ctypes.CDLL(str(folder / "libmodel.so"))
+    lib.tir_create.restype = ctypes.c_void_p
+    lib.tir_create.argtypes = [ctypes.c_char_p]
+    lib.tir_run.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    lib.tir_destroy.argtypes = [ctypes.c_void_p]
+    outs = [np.zeros(t["shape"], np.dtype(t["dtype"])) for t in manifest["outputs"]]
+    ins = (ctypes.c_void_p * 1)(x.ctypes.data)
+    ptrs = (ctypes.c_void_p * len(outs))(*(o.ctypes.data for o in outs))
+    model = lib.tir_create(None)
+    assert model
+    try:
+        assert lib.tir_run(model, ins, ptrs) == 0
+    finally:
+        lib.tir_destroy(model)
+    return outs
+
+
+def test_bf16_model_compiles_and_runs_through_the_c_api(tmp_path):
+    model = narrow_model()
+    path, out = tmp_path / "narrow.onnx", tmp_path / "build"
+    onnx.save(model, path)
+    assert main(["compile", str(path), "--target", "host", "--records", "none", "-o", str(out)]) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert [t["dtype"] for t in manifest["inputs"] + manifest["outputs"]] == [
+        "bfloat16",
+        "bfloat16",
+        "float8_e4m3fn",
+        "int4",
+    ]
+    assert "bfloat16 as the high 16 bits" in (out / "model.h").read_text()
+    _, undefined = dynamic_symbols(out / "libmodel.so")
+    assert undefined <= set(ALL_LIBC_SYMBOLS), undefined - set(ALL_LIBC_SYMBOLS)
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((4, 33)) * 80).astype(ml_dtypes.bfloat16)
+    x[0, :4] = [np.nan, np.inf, -np.inf, 1e-40]
+    expected = ReferenceEvaluator(model).run(None, {"x": x})
+    got = run_library(out, x, manifest)
+    defined = np.isfinite(x.astype(np.float32))  # ONNX leaves int4(NaN), int4(Inf) undefined
+    for g, e in zip(got, expected, strict=True):
+        keep = defined if g.dtype.name == "int4" else np.ones_like(defined)
+        assert_same(g[keep], e[keep], x[keep])
