@@ -96,3 +96,17 @@ def test_is_inf_positive_only():
     node = helper.make_node("IsInf", ["x"], ["y"], detect_negative=0)
     x = np.array([np.inf, -np.inf, np.nan, 1.0], np.float32)
     _check(_model(node, [("x", F, x.shape)], x.shape, opset=20, out_type=TensorProto.BOOL), {"x": x})
+
+
+def test_mel_weight_matrix_is_a_constant_equal_to_onnxruntimes():
+    names = ("num_mel_bins", "dft_length", "sample_rate", "lower_edge_hertz", "upper_edge_hertz")
+    values = [np.int32(40), np.int32(512), np.int32(16000), np.float32(20.0), np.float32(7600.0)]
+    inits = [numpy_helper.from_array(np.array(v), n) for n, v in zip(names, values, strict=True)]
+    node = helper.make_node("MelWeightMatrix", list(names), ["y"])
+    model = _model(node, [], (257, 40), opset=17, inits=inits)
+    graph = from_onnx(model)
+    assert "constant" in print_graph(graph) and "mel" not in print_graph(graph).lower()
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    (want,) = sess.run(None, {})
+    (got,) = CompiledGraph(graph, "host").run({})
+    np.testing.assert_array_equal(got, want)
