@@ -261,8 +261,9 @@ def load_pyopencl() -> Any:
 
 def preload_opencl() -> None:
     """Load the OpenCL drivers now, if there are any: TensorFlow makes its LLVM symbols global
-    when imported, and PoCL (which links LLVM) loaded after it crashes the process. Called
-    before TensorFlow is imported (frontend/tensorflow.py, the tests' conftest)."""
+    when imported, and PoCL (which links LLVM) loaded after it crashes the process. For a
+    process that imports TensorFlow itself (the tests' conftest: their fixtures build models
+    with it); tensorir never does (frontend/tf_child.py runs TensorFlow in a child process)."""
     with contextlib.suppress(Exception):  # no pyopencl, no ICD: nothing to protect
         load_pyopencl().get_platforms()
 

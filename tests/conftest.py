@@ -25,8 +25,9 @@ def _tensorir_cache_in_tmp(tmp_path_factory):
         mp.setenv("TIR_CACHE_DIR", str(cache))
         mp.setenv("POCL_CACHE_DIR", str(cache / "pocl"))  # as tensorir.devices would set it
         mp.setenv("XDG_CACHE_HOME", str(cache / "xdg"))  # pyopencl's own (pytools) cache
-        # the OpenCL drivers before any test imports TensorFlow: PoCL loaded after it
-        # crashes the worker (tensorir.devices.preload_opencl)
+        # the OpenCL drivers before a test imports TensorFlow (the TF tests' fixtures build
+        # models with it; tensorir itself runs it in a child): PoCL loaded after it crashes
+        # the worker (tensorir.devices.preload_opencl)
         from tensorir.devices import preload_opencl
 
         preload_opencl()

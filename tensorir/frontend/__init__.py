@@ -2,7 +2,8 @@
 the pipeline and the tuner use; it picks the frontend by the model's path:
 
     .onnx (or an onnx.ModelProto)          -> onnx.from_onnx
-    SavedModel folder, .pb, .keras, .h5    -> tensorflow.from_tensorflow (needs TensorFlow)
+    SavedModel folder, .pb, .keras, .h5    -> tensorflow.from_tensorflow (needs TensorFlow, run in
+                                              a child process: tf_child.py)
     .tflite                                -> tflite.from_tflite
 """
 

@@ -1,13 +1,17 @@
 """TensorFlow frontend: SavedModel directories, frozen GraphDef `.pb` files and Keras `.keras` /
 `.h5` files -> the graph IR (the same ops the ONNX frontend makes, so every later stage applies).
 
-Loading needs TensorFlow (imported here, lazily): a SavedModel signature or a Keras model is
-traced to a concrete function and its variables frozen to constants
-(convert_variables_to_constants_v2). The frozen GraphDef is then converted node by node with
-the converter table of the `tf_ops_*.py` modules:
+Loading needs TensorFlow, which is never imported into this process (it breaks PoCL here): the
+TensorFlow child process (tf_child.py, running tf_load.py) traces a SavedModel signature or a
+Keras model to a concrete function, freezes its variables to constants
+(convert_variables_to_constants_v2) and sends back the frozen GraphDef's nodes as plain records
+(`TFNode`: attributes decoded to Python values and numpy arrays). A GraphDef cannot be parsed
+here instead: its protobuf classes live in the tensorflow package, whose import loads all of
+TensorFlow. The nodes are then converted here, one by one, with the converter table of the
+`tf_ops_*.py` modules:
 
     @tf_converter("Relu")
-    def relu(ctx: TFContext, node: NodeDef) -> list[Value]:
+    def relu(ctx: TFContext, node: TFNode) -> list[Value]:
         return ctx.add("relu", [ctx.input(node, 0)], node=node)
 
 Identity chains, IdentityN, StopGradient, NoOp, PlaceholderWithDefault (its default) and
@@ -38,8 +42,7 @@ from tensorir.frontend.onnx import ImportContext, prune_unused
 from tensorir.graph.graph import Graph, Value
 from tensorir.graph.types import TensorType
 
-NodeDef = Any  # tensorflow.core.framework.node_def_pb2.NodeDef
-TFConverter = Callable[["TFContext", NodeDef], Sequence[Value]]
+TFConverter = Callable[["TFContext", "TFNode"], Sequence[Value]]
 TF_CONVERTERS: dict[str, TFConverter] = {}
 # ops whose output is their first input: removed at import
 PASS_THROUGH = {"Identity", "StopGradient", "PlaceholderWithDefault", "Snapshot", "PreventGradient"}
@@ -68,20 +71,6 @@ def supported_tf_ops() -> set[str]:
     return set(TF_CONVERTERS) | PASS_THROUGH | {"IdentityN", "NoOp", "Placeholder", "Const"}
 
 
-def import_tf(need: str = "TensorFlow models need TensorFlow at import time") -> Any:
-    """The tensorflow module (lazily: ONNX models never need it); one line if it is missing,
-    starting with `need` (what needs it)."""
-    from tensorir.devices import preload_opencl
-
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    preload_opencl()  # before TensorFlow, or a later PoCL load crashes (devices.preload_opencl)
-    try:
-        import tensorflow as tf
-    except ImportError:
-        raise TirError(f"{need}: pip install 'tensorir[tf]' (tensorflow-cpu)") from None
-    return tf
-
-
 def is_tf_model(path: str | os.PathLike) -> bool:
     """A SavedModel folder, a .pb GraphDef or a Keras .keras / .h5 file (by name)."""
     p = Path(path)
@@ -90,160 +79,45 @@ def is_tf_model(path: str | os.PathLike) -> bool:
     return p.suffix.lower() in (".pb", *KERAS_SUFFIXES)
 
 
-# ---- loading -----------------------------------------------------------------------
+# ---- loading (in the TensorFlow child process) ---------------------------------------------
+@dataclass
+class TFNode:
+    """A GraphDef node as plain data: its inputs as TF writes them ('name', 'name:1', '^ctrl')
+    and its attributes as Python values (tf_load.attr_value)."""
+
+    name: str
+    op: str
+    input: list[str]
+    attr: dict[str, Any]
+
+
 @dataclass
 class TFModel:
-    """A frozen GraphDef with its inputs (placeholder name, shape with None for unknown dims,
+    """A frozen graph: its nodes, inputs (placeholder name, shape with None for unknown dims,
     dtype) and outputs (name, tensor name)."""
 
-    graph_def: Any
+    nodes: list[TFNode]
     inputs: list[tuple[str, tuple[int | None, ...] | None, str]]
     outputs: list[tuple[str, str]]
     name: str
 
 
 def load_tf_model(path: str | os.PathLike, signature: str = "serving_default") -> TFModel:
-    """Read and freeze a TensorFlow model; a ModelError naming the file when it cannot."""
+    """Read and freeze a TensorFlow model in the TensorFlow child process (tf_child.py: this
+    process never imports TensorFlow); a ModelError naming the file when it cannot."""
+    from tensorir.frontend import tf_child
+
     p = Path(path)
     if not p.exists():
         raise ModelError(f"{p}: no such file or folder")
-    tf = import_tf()
-    if p.is_dir():
-        if not is_tf_model(p):
-            raise ModelError(f"{p}: a folder that is no SavedModel (no saved_model.pb)")
-        return _load_saved_model(tf, p, signature)
-    if p.suffix.lower() == ".pb":
-        return _load_graph_def(tf, p)
-    if p.suffix.lower() in KERAS_SUFFIXES:
-        return _load_keras(tf, p)
-    raise ModelError(f"{p}: not a TensorFlow model (expected a SavedModel folder, .pb, .keras or .h5)")
+    if p.is_dir() and not is_tf_model(p):
+        raise ModelError(f"{p}: a folder that is no SavedModel (no saved_model.pb)")
+    if not p.is_dir() and p.suffix.lower() not in (".pb", *KERAS_SUFFIXES):
+        raise ModelError(f"{p}: not a TensorFlow model (expected a SavedModel folder, .pb, .keras or .h5)")
+    return tf_child.call("load", str(p), signature)
 
 
-def _load_saved_model(tf: Any, p: Path, signature: str) -> TFModel:
-    try:
-        loaded = tf.saved_model.load(str(p))
-    except Exception as e:  # TF raises many kinds for a broken folder
-        loaded = _load_without_slots(tf, p, e)
-    sigs = dict(loaded.signatures)
-    if signature not in sigs:
-        have = ", ".join(sorted(sigs)) or "none"
-        raise ModelError(f"{p}: no signature '{signature}' (--signature); the SavedModel has: {have}")
-    fn = sigs[signature]
-    outs = fn.structured_outputs
-    names = (
-        sorted(outs) if isinstance(outs, dict) else [f"output_{i}" for i in range(len(tf.nest.flatten(outs)))]
-    )
-    return _freeze(tf, fn, names, p.name)
-
-
-def _load_without_slots(tf: Any, p: Path, error: Exception) -> Any:
-    """The SavedModel loaded with its optimizer's slot variables left out of the object graph: a
-    Keras 2 model saved with its optimizer names slots that TF >= 2.16 cannot revive ('_UserObject'
-    object has no attribute 'add_slot'); inference never reads them. A copy of saved_model.pb
-    without them, next to links to the original variables and assets."""
-    import tempfile
-
-    from tensorflow.core.protobuf import saved_model_pb2
-
-    failed = ModelError(f"{p}: cannot load the SavedModel: {_first_line(error)}")
-    sm = saved_model_pb2.SavedModel()
-    try:
-        sm.ParseFromString((p / "saved_model.pb").read_bytes())
-    except Exception:
-        raise failed from None
-    nodes = [n for g in sm.meta_graphs for n in g.object_graph_def.nodes if n.slot_variables]
-    if not nodes:
-        raise failed
-    for n in nodes:
-        del n.slot_variables[:]
-    with tempfile.TemporaryDirectory() as d:
-        (Path(d) / "saved_model.pb").write_bytes(sm.SerializeToString())
-        for sub in p.iterdir():
-            if sub.name != "saved_model.pb":
-                (Path(d) / sub.name).symlink_to(sub.resolve())
-        level = tf.get_logger().level
-        tf.get_logger().setLevel("ERROR")  # one warning per slot value left in the checkpoint
-        try:
-            return tf.saved_model.load(d)
-        except Exception:
-            raise failed from None
-        finally:
-            tf.get_logger().setLevel(level)
-
-
-def _load_keras(tf: Any, p: Path) -> TFModel:
-    import keras
-
-    try:
-        model = keras.models.load_model(str(p), compile=False)
-    except Exception as e:
-        raise ModelError(f"{p}: cannot load the Keras model: {_first_line(e)}") from None
-    specs = [tf.TensorSpec(t.shape, t.dtype, name=_keras_name(t, i)) for i, t in enumerate(model.inputs)]
-
-    def call(*xs: Any) -> Any:
-        return model(list(xs) if len(xs) > 1 else xs[0], training=False)
-
-    fn = tf.function(call).get_concrete_function(*specs)
-    names = [_keras_name(t, i, "output") for i, t in enumerate(model.outputs)]
-    return _freeze(tf, fn, names, p.stem)
-
-
-def _keras_name(t: Any, i: int, kind: str = "input") -> str:
-    name = str(getattr(t, "name", "") or f"{kind}_{i}")
-    return name.split(":")[0].replace("/", "_")
-
-
-def _freeze(tf: Any, fn: Any, out_names: list[str], name: str) -> TFModel:
-    from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
-
-    frozen = convert_variables_to_constants_v2(fn)
-    gd = frozen.graph.as_graph_def()
-    inputs = [
-        (t.name.split(":")[0], _dims(t.shape), t.dtype.as_numpy_dtype().dtype.name) for t in frozen.inputs
-    ]
-    tensors = [t.name for t in frozen.outputs]
-    if len(out_names) != len(tensors):
-        out_names = [f"output_{i}" for i in range(len(tensors))]
-    return TFModel(gd, inputs, list(zip(out_names, tensors, strict=True)), name)
-
-
-def _dims(shape: Any) -> tuple[int | None, ...] | None:
-    if shape.rank is None:
-        return None
-    return tuple(None if d is None else int(d) for d in shape.as_list())
-
-
-def _load_graph_def(tf: Any, p: Path) -> TFModel:
-    gd = tf.compat.v1.GraphDef()
-    try:
-        gd.ParseFromString(p.read_bytes())
-    except Exception as e:
-        raise ModelError(
-            f"{p}: not a valid frozen GraphDef (truncated or not a .pb graph): {_first_line(e)}"
-        ) from None
-    if not gd.node:
-        raise ModelError(f"{p}: not a valid frozen GraphDef (no nodes)")
-    inputs = []
-    for n in gd.node:
-        if n.op == "Placeholder":
-            shape = tf.TensorShape(n.attr["shape"].shape) if "shape" in n.attr else tf.TensorShape(None)
-            dtype = tf.dtypes.as_dtype(n.attr["dtype"].type).as_numpy_dtype().dtype.name
-            inputs.append((n.name, _dims(shape), dtype))
-    used = {_node_of(i) for n in gd.node for i in n.input}
-    sinks = [
-        n for n in gd.node if n.name not in used and n.op not in ("NoOp", "Const", "Placeholder", "Assert")
-    ]
-    if not sinks:
-        raise ModelError(f"{p}: the GraphDef has no output node")
-    return TFModel(gd, inputs, [(n.name, f"{n.name}:0") for n in sinks], p.stem)
-
-
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {text[0] if text else ''}"
-
-
-def _node_of(tensor: str) -> str:
+def node_of(tensor: str) -> str:
     """'^ctrl' / 'name:1' / 'name' -> the node name."""
     return tensor.lstrip("^").split(":")[0]
 
@@ -254,32 +128,31 @@ def _tensor_key(tensor: str) -> tuple[str, int]:
 
 
 # ---- converting ----------------------------------------------------------------------
-def node_label(node: NodeDef) -> str:
+def node_label(node: TFNode) -> str:
     return f"node '{node.name}' ({node.op})"
 
 
 class TFContext(ImportContext):
     """State of one TF import: the graph being built and the TF tensor -> Value map."""
 
-    def __init__(self, graph: Graph, nodes: Mapping[str, NodeDef]) -> None:
+    def __init__(self, graph: Graph, nodes: Mapping[str, TFNode]) -> None:
         super().__init__(graph, 0, {})
-        self.tf = import_tf()
         self.nodes = nodes
         self.tvalues: dict[tuple[str, int], Value] = {}
 
-    def data_inputs(self, node: NodeDef) -> list[str]:
+    def data_inputs(self, node: TFNode) -> list[str]:
         return [i for i in node.input if not i.startswith("^")]
 
-    def input(self, node: NodeDef, i: int) -> Value:  # type: ignore[override]
+    def input(self, node: TFNode, i: int) -> Value:  # type: ignore[override]
         ins = self.data_inputs(node)
         if i >= len(ins):
             raise ModelError(f"{node_label(node)}: required input {i} is missing")
         return self.tvalues[_tensor_key(ins[i])]
 
-    def n_inputs(self, node: NodeDef) -> int:
+    def n_inputs(self, node: TFNode) -> int:
         return len(self.data_inputs(node))
 
-    def const_input(self, node: NodeDef, i: int, what: str = "") -> np.ndarray:  # type: ignore[override]
+    def const_input(self, node: TFNode, i: int, what: str = "") -> np.ndarray:  # type: ignore[override]
         value = self.const_value(self.input(node, i))
         if value is None:
             raise ModelError(
@@ -288,34 +161,17 @@ class TFContext(ImportContext):
             )
         return value
 
-    def attr(self, node: NodeDef, name: str, default: Any = None) -> Any:
-        """A node attribute as a Python value (str, int, float, bool, numpy dtype name, array, list)."""
-        if name not in node.attr:
-            return default
-        a = node.attr[name]
-        kind = a.WhichOneof("value")
-        if kind == "s":
-            return a.s.decode()
-        if kind in ("i", "f", "b"):
-            return getattr(a, kind)
-        if kind == "type":
-            return self.tf.dtypes.as_dtype(a.type).as_numpy_dtype().dtype.name
-        if kind == "tensor":
-            return self.tf.make_ndarray(a.tensor)
-        if kind == "list":
-            for field in ("i", "f", "s", "b"):
-                vals = list(getattr(a.list, field))
-                if vals:
-                    return [v.decode() for v in vals] if field == "s" else vals
-            return []
-        return default
+    def attr(self, node: TFNode, name: str, default: Any = None) -> Any:
+        """A node attribute as a Python value (str, int, float, bool, numpy dtype name, array,
+        list; tf_load.attr_value), `default` when the node has none."""
+        return node.attr.get(name, default)
 
     def add(  # type: ignore[override]
         self,
         op: str,
         inputs: Sequence[Value],
         attrs: dict[str, Any] | None = None,
-        node: NodeDef | None = None,
+        node: TFNode | None = None,
     ) -> list[Value]:
         name = node.name if node is not None else ""
         try:
@@ -329,7 +185,7 @@ class TFContext(ImportContext):
         op: str,
         inputs: Sequence[Value],
         attrs: dict[str, Any] | None = None,
-        node: NodeDef | None = None,
+        node: TFNode | None = None,
     ) -> Value:
         return self.add(op, inputs, attrs, node)[0]
 
@@ -337,10 +193,10 @@ class TFContext(ImportContext):
         return self.type_of(v).shape
 
 
-def _reachable(model: TFModel, nodes: Mapping[str, NodeDef]) -> list[NodeDef]:
+def _reachable(model: TFModel, nodes: Mapping[str, TFNode]) -> list[TFNode]:
     """The nodes the outputs depend on (data edges only), in dependency order."""
     dag = nx.DiGraph()
-    todo = [_node_of(t) for _, t in model.outputs]
+    todo = [node_of(t) for _, t in model.outputs]
     seen: set[str] = set()
     while todo:
         name = todo.pop()
@@ -352,15 +208,15 @@ def _reachable(model: TFModel, nodes: Mapping[str, NodeDef]) -> list[NodeDef]:
         dag.add_node(name)
         for i in nodes[name].input:
             if not i.startswith("^"):
-                dag.add_edge(_node_of(i), name)
-                todo.append(_node_of(i))
+                dag.add_edge(node_of(i), name)
+                todo.append(node_of(i))
     try:
         return [nodes[n] for n in nx.lexicographical_topological_sort(dag)]
     except nx.NetworkXUnfeasible:
         raise ModelError("the TensorFlow graph has a cycle (control flow is not supported)") from None
 
 
-def _check_supported(order: Sequence[NodeDef]) -> None:
+def _check_supported(order: Sequence[TFNode]) -> None:
     known = supported_tf_ops()
     missing: dict[str, list[str]] = collections.defaultdict(list)
     for n in order:
@@ -418,7 +274,7 @@ def convert(
 ) -> Graph:
     """The graph IR of a loaded TensorFlow model."""
     _load_converters()
-    nodes = {n.name: n for n in model.graph_def.node}
+    nodes = {n.name: n for n in model.nodes}
     order = _reachable(model, nodes)
     _check_supported(order)
     types = input_types(model, dict(input_shapes or {}), override_shapes)
@@ -433,7 +289,7 @@ def convert(
     return graph
 
 
-def _convert_node(ctx: TFContext, node: NodeDef, types: Mapping[str, TensorType]) -> Sequence[Value]:
+def _convert_node(ctx: TFContext, node: TFNode, types: Mapping[str, TensorType]) -> Sequence[Value]:
     if node.op == "Placeholder":
         if node.name not in types:
             raise ModelError(f"{node_label(node)}: a placeholder that is no input of the signature")

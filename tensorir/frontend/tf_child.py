@@ -10,7 +10,9 @@ a child Python process (`python -m tensorir.frontend.tf_child`) that sends back 
                  (tf_reference.py), the model loaded once, then run per sample
 
 One child per process, started by the first call (a start and the TensorFlow import take about
-3.5 s), reused by later ones and ended with the process (or `close_child()`).
+3.5 s), reused by later ones, ended after IDLE_S without a call (unless a reference is open: it
+holds TensorFlow's memory) and with the process (or `close_child()`). A module of ours run by
+subprocess rather than multiprocessing's spawn, which would re-import the user's main script.
 
 Protocol: the parent writes pickled requests `(method, args)` to the child's stdin; the child
 answers each on its original stdout with a pickled `("ok", value)`, `("error", TirError)` (a user
@@ -97,13 +99,16 @@ class TFChild:
         self.log.close()
 
 
+IDLE_S = 60.0  # an idle child is ended after this long (it holds TensorFlow's memory, ~0.7 GB)
 _lock = threading.Lock()
 _child: TFChild | None = None
+_uses = 0  # calls so far: an idle timer ends the child only if no call came after it was armed
+_open_refs = 0  # open TFReferences: their models live in the child, which then never idles out
 
 
 def call(method: str, *args: Any) -> Any:
-    """Run `method` (one of METHODS) in the child, started on first use; its result."""
-    global _child
+    """Run `method` (one of _methods()) in the shared child, started on first use; its result."""
+    global _child, _uses
     with _lock:
         if _child is None or not _child.alive():
             _child = TFChild()
@@ -113,15 +118,30 @@ def call(method: str, *args: Any) -> Any:
             if not _child.alive():
                 _child = None  # died: the next call starts a new one
             raise
+        finally:
+            _uses += 1
+            timer = threading.Timer(IDLE_S, _end_if_idle, (_uses,))
+            timer.daemon = True
+            timer.start()
+
+
+def _end_if_idle(uses: int) -> None:
+    with _lock:
+        if uses == _uses and not _open_refs:
+            _close_locked()
+
+
+def _close_locked() -> None:
+    global _child
+    child, _child = _child, None
+    if child is not None:
+        child.close()
 
 
 def close_child() -> None:
     """End the child process (the next call starts a new one); called at exit."""
-    global _child
     with _lock:
-        if _child is not None:
-            _child.close()
-            _child = None
+        _close_locked()
 
 
 atexit.register(close_child)
@@ -133,11 +153,17 @@ class TFReference:
     `with`) to free the model there."""
 
     def __init__(self, path: str | os.PathLike, signature: str, names: Sequence[str]) -> None:
+        global _open_refs
         self.names = list(names)
         self.label = "tflite" if Path(path).suffix.lower() == ".tflite" else "tensorflow"
         self.handle = call("reference_open", str(path), signature)
+        with _lock:
+            self.child = _child
+            _open_refs += 1
 
     def __call__(self, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+        if _child is not self.child:
+            raise TirError("--compare-ort: the TensorFlow child process holding the reference ended")
         outs = call("reference_run", self.handle, dict(feeds))
         missing = [n for n in self.names if n not in outs]
         if missing:
@@ -146,7 +172,12 @@ class TFReference:
         return [outs[n] for n in self.names]
 
     def close(self) -> None:
-        call("reference_close", self.handle)
+        global _open_refs
+        with _lock:
+            child, self.child = self.child, None
+            _open_refs -= child is not None
+        if child is not None and child is _child and child.alive():
+            call("reference_close", self.handle)
 
     def __enter__(self) -> TFReference:
         return self
@@ -157,9 +188,10 @@ class TFReference:
 
 # ---- the child's side ---------------------------------------------------------------------------
 def _methods() -> dict[str, Callable[..., Any]]:
-    from tensorir.frontend import tf_reference
+    from tensorir.frontend import tf_load, tf_reference
 
     return {
+        "load": tf_load.load_tf_model,
         "reference_open": tf_reference.open_reference,
         "reference_run": tf_reference.run_reference,
         "reference_close": tf_reference.close_reference,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tensorir.frontend.tensorflow import NodeDef, TFContext, tf_converter
+from tensorir.frontend.tensorflow import TFContext, TFNode, tf_converter
 from tensorir.graph.graph import Value
 from tensorir.graph.types import np_dtype
 
@@ -70,12 +70,12 @@ def _scalar(ctx: TFContext, like: Value, value: float) -> Value:
 
 
 @tf_converter(*BINARY)
-def binary(ctx: TFContext, node: NodeDef) -> list[Value]:
+def binary(ctx: TFContext, node: TFNode) -> list[Value]:
     return ctx.add(BINARY[node.op], [ctx.input(node, 0), ctx.input(node, 1)], node=node)
 
 
 @tf_converter("BiasAdd", "BiasAddV1")
-def bias_add(ctx: TFContext, node: NodeDef) -> list[Value]:
+def bias_add(ctx: TFContext, node: TFNode) -> list[Value]:
     x, b = ctx.input(node, 0), ctx.input(node, 1)
     rank = len(ctx.shape(x))
     if ctx.attr(node, "data_format", "NHWC") == "NCHW" and rank > 2:
@@ -84,68 +84,68 @@ def bias_add(ctx: TFContext, node: NodeDef) -> list[Value]:
 
 
 @tf_converter("SquaredDifference")
-def squared_difference(ctx: TFContext, node: NodeDef) -> list[Value]:
+def squared_difference(ctx: TFContext, node: TFNode) -> list[Value]:
     d = ctx.add1("sub", [ctx.input(node, 0), ctx.input(node, 1)])
     return ctx.add("mul", [d, d], node=node)
 
 
 @tf_converter(*UNARY)
-def unary(ctx: TFContext, node: NodeDef) -> list[Value]:
+def unary(ctx: TFContext, node: TFNode) -> list[Value]:
     return ctx.add(UNARY[node.op], [ctx.input(node, 0)], node=node)
 
 
 @tf_converter("Square")
-def square(ctx: TFContext, node: NodeDef) -> list[Value]:
+def square(ctx: TFContext, node: TFNode) -> list[Value]:
     x = ctx.input(node, 0)
     return ctx.add("mul", [x, x], node=node)
 
 
 @tf_converter("Rsqrt")
-def rsqrt(ctx: TFContext, node: NodeDef) -> list[Value]:
+def rsqrt(ctx: TFContext, node: TFNode) -> list[Value]:
     return ctx.add("reciprocal", [ctx.add1("sqrt", [ctx.input(node, 0)])], node=node)
 
 
 @tf_converter("Erfc")
-def erfc(ctx: TFContext, node: NodeDef) -> list[Value]:
+def erfc(ctx: TFContext, node: TFNode) -> list[Value]:
     x = ctx.input(node, 0)
     return ctx.add("sub", [_scalar(ctx, x, 1.0), ctx.add1("erf", [x])], node=node)
 
 
 @tf_converter("Relu6")
-def relu6(ctx: TFContext, node: NodeDef) -> list[Value]:
+def relu6(ctx: TFContext, node: TFNode) -> list[Value]:
     return ctx.add("clip", [ctx.input(node, 0)], {"min": 0.0, "max": 6.0}, node=node)
 
 
 @tf_converter("LeakyRelu")
-def leaky_relu(ctx: TFContext, node: NodeDef) -> list[Value]:
+def leaky_relu(ctx: TFContext, node: TFNode) -> list[Value]:
     alpha = float(ctx.attr(node, "alpha", 0.2))
     return ctx.add("leaky_relu", [ctx.input(node, 0)], {"alpha": alpha}, node=node)
 
 
 @tf_converter("Gelu")
-def gelu(ctx: TFContext, node: NodeDef) -> list[Value]:
+def gelu(ctx: TFContext, node: TFNode) -> list[Value]:
     approximate = "tanh" if ctx.attr(node, "approximate", False) else "none"
     return ctx.add("gelu", [ctx.input(node, 0)], {"approximate": approximate}, node=node)
 
 
 @tf_converter("Cast")
-def cast(ctx: TFContext, node: NodeDef) -> list[Value]:
+def cast(ctx: TFContext, node: TFNode) -> list[Value]:
     return ctx.add("cast", [ctx.input(node, 0)], {"to": ctx.attr(node, "DstT")}, node=node)
 
 
 @tf_converter("ClipByValue")
-def clip_by_value(ctx: TFContext, node: NodeDef) -> list[Value]:
+def clip_by_value(ctx: TFContext, node: TFNode) -> list[Value]:
     lo, hi = (float(np.asarray(ctx.const_input(node, i)).item()) for i in (1, 2))
     return ctx.add("clip", [ctx.input(node, 0)], {"min": lo, "max": hi}, node=node)
 
 
 @tf_converter("SelectV2", "Select")
-def select(ctx: TFContext, node: NodeDef) -> list[Value]:
+def select(ctx: TFContext, node: TFNode) -> list[Value]:
     return ctx.add("where", [ctx.input(node, i) for i in range(3)], node=node)
 
 
 @tf_converter("DivNoNan")
-def div_no_nan(ctx: TFContext, node: NodeDef) -> list[Value]:
+def div_no_nan(ctx: TFContext, node: TFNode) -> list[Value]:
     x, y = ctx.input(node, 0), ctx.input(node, 1)
     zero = _scalar(ctx, y, 0.0)
     quotient = ctx.add1("div", [x, y])
@@ -153,7 +153,7 @@ def div_no_nan(ctx: TFContext, node: NodeDef) -> list[Value]:
 
 
 @tf_converter(*REDUCE)
-def reduce(ctx: TFContext, node: NodeDef) -> list[Value]:
+def reduce(ctx: TFContext, node: TFNode) -> list[Value]:
     x = ctx.input(node, 0)
     rank = len(ctx.shape(x))
     axes = sorted({int(a) % rank for a in np.asarray(ctx.const_input(node, 1, "axes")).ravel()})
@@ -164,7 +164,7 @@ def reduce(ctx: TFContext, node: NodeDef) -> list[Value]:
 
 
 @tf_converter("ArgMax", "ArgMin")
-def arg_reduce(ctx: TFContext, node: NodeDef) -> list[Value]:
+def arg_reduce(ctx: TFContext, node: TFNode) -> list[Value]:
     x = ctx.input(node, 0)
     axis = int(np.asarray(ctx.const_input(node, 1, "axis")).item()) % len(ctx.shape(x))
     op = "argmax" if node.op == "ArgMax" else "argmin"

@@ -14,13 +14,13 @@ from typing import Any
 import numpy as np
 
 from tensorir.errors import ModelError, UnsupportedOpError
-from tensorir.frontend.tensorflow import NodeDef, TFContext, node_label, tf_converter
+from tensorir.frontend.tensorflow import TFContext, TFNode, node_label, tf_converter
 from tensorir.graph.graph import Value
 
 TO_NCHW, TO_NHWC = (0, 3, 1, 2), (0, 2, 3, 1)
 
 
-def is_nhwc(ctx: TFContext, node: NodeDef) -> bool:
+def is_nhwc(ctx: TFContext, node: TFNode) -> bool:
     fmt = ctx.attr(node, "data_format", "NHWC")
     if fmt not in ("NHWC", "NCHW"):
         raise UnsupportedOpError(f"{node_label(node)}: data_format {fmt} is not supported")
@@ -31,7 +31,7 @@ def to_nchw(ctx: TFContext, v: Value, nhwc: bool) -> Value:
     return ctx.add1("transpose", [v], {"perm": TO_NCHW}) if nhwc else v
 
 
-def to_nhwc(ctx: TFContext, v: Value, nhwc: bool, node: NodeDef) -> list[Value]:
+def to_nhwc(ctx: TFContext, v: Value, nhwc: bool, node: TFNode) -> list[Value]:
     return ctx.add("transpose", [v], {"perm": TO_NHWC}, node=node) if nhwc else [v]
 
 
@@ -40,7 +40,7 @@ def _spatial(values: list[int], nhwc: bool) -> tuple[int, int]:
 
 
 def window(
-    ctx: TFContext, node: NodeDef, hw: tuple[int, int], kernel: tuple[int, int], nhwc: bool
+    ctx: TFContext, node: TFNode, hw: tuple[int, int], kernel: tuple[int, int], nhwc: bool
 ) -> dict[str, Any]:
     """strides, dilations and explicit pads of a TF window op (SAME / VALID / EXPLICIT)."""
     strides = _spatial(ctx.attr(node, "strides", [1, 1, 1, 1]), nhwc)
@@ -64,7 +64,7 @@ def window(
     return {"strides": tuple(strides), "dilations": tuple(dil), "pads": tuple(int(p) for p in pads)}
 
 
-def _filter(ctx: TFContext, node: NodeDef, i: int, perm: tuple[int, ...]) -> Value:
+def _filter(ctx: TFContext, node: TFNode, i: int, perm: tuple[int, ...]) -> Value:
     """Input i (a TF filter) transposed by `perm`: folded now when it is a constant."""
     w = ctx.input(node, i)
     value = ctx.const_value(w)
@@ -74,7 +74,7 @@ def _filter(ctx: TFContext, node: NodeDef, i: int, perm: tuple[int, ...]) -> Val
 
 
 @tf_converter("Conv2D")
-def conv2d(ctx: TFContext, node: NodeDef) -> list[Value]:
+def conv2d(ctx: TFContext, node: TFNode) -> list[Value]:
     nhwc = is_nhwc(ctx, node)
     x = ctx.input(node, 0)
     kh, kw, cin, _ = ctx.shape(ctx.input(node, 1))
@@ -86,7 +86,7 @@ def conv2d(ctx: TFContext, node: NodeDef) -> list[Value]:
 
 
 @tf_converter("DepthwiseConv2dNative")
-def depthwise_conv2d(ctx: TFContext, node: NodeDef) -> list[Value]:
+def depthwise_conv2d(ctx: TFContext, node: TFNode) -> list[Value]:
     nhwc = is_nhwc(ctx, node)
     x = ctx.input(node, 0)
     kh, kw, cin, mult = ctx.shape(ctx.input(node, 1))
@@ -101,7 +101,7 @@ def depthwise_conv2d(ctx: TFContext, node: NodeDef) -> list[Value]:
 
 
 @tf_converter("Conv2DBackpropInput")
-def conv2d_transpose(ctx: TFContext, node: NodeDef) -> list[Value]:
+def conv2d_transpose(ctx: TFContext, node: TFNode) -> list[Value]:
     nhwc = is_nhwc(ctx, node)
     sizes = [int(d) for d in ctx.const_input(node, 0, "input_sizes")]
     x = ctx.input(node, 2)
@@ -119,7 +119,7 @@ def conv2d_transpose(ctx: TFContext, node: NodeDef) -> list[Value]:
     return to_nhwc(ctx, y, nhwc, node)
 
 
-def _pool(op: str, ctx: TFContext, node: NodeDef, extra: dict[str, Any]) -> list[Value]:
+def _pool(op: str, ctx: TFContext, node: TFNode, extra: dict[str, Any]) -> list[Value]:
     nhwc = is_nhwc(ctx, node)
     x = ctx.input(node, 0)
     ksize = ctx.attr(node, "ksize")
@@ -133,12 +133,12 @@ def _pool(op: str, ctx: TFContext, node: NodeDef, extra: dict[str, Any]) -> list
 
 
 @tf_converter("MaxPool")
-def max_pool(ctx: TFContext, node: NodeDef) -> list[Value]:
+def max_pool(ctx: TFContext, node: TFNode) -> list[Value]:
     return _pool("max_pool", ctx, node, {"indices": 0})
 
 
 @tf_converter("AvgPool")
-def avg_pool(ctx: TFContext, node: NodeDef) -> list[Value]:
+def avg_pool(ctx: TFContext, node: TFNode) -> list[Value]:
     return _pool("avg_pool", ctx, node, {"count_include_pad": 0})
 
 
@@ -151,7 +151,7 @@ def _swap_last(ctx: TFContext, v: Value) -> Value:
     return ctx.add1("transpose", [v], {"perm": (*range(n - 2), n - 1, n - 2)})
 
 
-def _matmul(ctx: TFContext, node: NodeDef, ta: str, tb: str) -> list[Value]:
+def _matmul(ctx: TFContext, node: TFNode, ta: str, tb: str) -> list[Value]:
     a, b = ctx.input(node, 0), ctx.input(node, 1)
     if ctx.attr(node, ta, False):
         a = _swap_last(ctx, a)
@@ -161,17 +161,17 @@ def _matmul(ctx: TFContext, node: NodeDef, ta: str, tb: str) -> list[Value]:
 
 
 @tf_converter("MatMul")
-def matmul(ctx: TFContext, node: NodeDef) -> list[Value]:
+def matmul(ctx: TFContext, node: TFNode) -> list[Value]:
     return _matmul(ctx, node, "transpose_a", "transpose_b")
 
 
 @tf_converter("BatchMatMul", "BatchMatMulV2", "BatchMatMulV3")
-def batch_matmul(ctx: TFContext, node: NodeDef) -> list[Value]:
+def batch_matmul(ctx: TFContext, node: TFNode) -> list[Value]:
     return _matmul(ctx, node, "adj_x", "adj_y")
 
 
 @tf_converter("Einsum")
-def einsum(ctx: TFContext, node: NodeDef) -> list[Value]:
+def einsum(ctx: TFContext, node: TFNode) -> list[Value]:
     equation = str(ctx.attr(node, "equation")).replace(" ", "")
     ins = [ctx.input(node, i) for i in range(ctx.n_inputs(node))]
     return ctx.add("einsum", ins, {"equation": equation}, node=node)
@@ -179,7 +179,7 @@ def einsum(ctx: TFContext, node: NodeDef) -> list[Value]:
 
 # ---- batch norm / softmax ------------------------------------------------------------
 @tf_converter("FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3")
-def fused_batch_norm(ctx: TFContext, node: NodeDef) -> list[Value]:
+def fused_batch_norm(ctx: TFContext, node: TFNode) -> list[Value]:
     if ctx.attr(node, "is_training", False):
         raise UnsupportedOpError(f"{node_label(node)}: batch norm in training mode")
     nhwc = is_nhwc(ctx, node)
@@ -194,14 +194,14 @@ def fused_batch_norm(ctx: TFContext, node: NodeDef) -> list[Value]:
 
 
 @tf_converter("Softmax", "LogSoftmax")
-def softmax(ctx: TFContext, node: NodeDef) -> list[Value]:
+def softmax(ctx: TFContext, node: TFNode) -> list[Value]:
     x = ctx.input(node, 0)
     op = "softmax" if node.op == "Softmax" else "log_softmax"
     return ctx.add(op, [x], {"axis": len(ctx.shape(x)) - 1}, node=node)
 
 
 # ---- resize ---------------------------------------------------------------------------
-def _resize_modes(ctx: TFContext, node: NodeDef, nearest: bool) -> dict[str, str]:
+def _resize_modes(ctx: TFContext, node: TFNode, nearest: bool) -> dict[str, str]:
     if ctx.attr(node, "align_corners", False):
         return {"coordinate_transformation_mode": "align_corners", "nearest_mode": "round_prefer_ceil"}
     if ctx.attr(node, "half_pixel_centers", False):
@@ -211,7 +211,7 @@ def _resize_modes(ctx: TFContext, node: NodeDef, nearest: bool) -> dict[str, str
 
 
 @tf_converter("ResizeBilinear", "ResizeNearestNeighbor")
-def resize(ctx: TFContext, node: NodeDef) -> list[Value]:
+def resize(ctx: TFContext, node: TFNode) -> list[Value]:
     x = ctx.input(node, 0)
     n, h, w, c = ctx.shape(x)
     oh, ow = (int(d) for d in ctx.const_input(node, 1, "size"))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from tensorir.errors import ModelError, UnsupportedOpError
-from tensorir.frontend.tensorflow import NodeDef, TFContext, node_label, tf_converter
+from tensorir.frontend.tensorflow import TFContext, TFNode, node_label, tf_converter
 from tensorir.graph.graph import Value
 from tensorir.graph.types import np_dtype
 from tensorir.ops.tensor import reshape_target
@@ -21,19 +21,19 @@ def _ints(a: np.ndarray) -> list[int]:
     return [int(v) for v in np.asarray(a).ravel()]
 
 
-def _reshape(ctx: TFContext, x: Value, shape: tuple[int, ...], node: NodeDef | None = None) -> list[Value]:
+def _reshape(ctx: TFContext, x: Value, shape: tuple[int, ...], node: TFNode | None = None) -> list[Value]:
     return ctx.add("reshape", [x], {"shape": tuple(shape)}, node=node)
 
 
 @tf_converter("Reshape")
-def reshape(ctx: TFContext, node: NodeDef) -> list[Value]:
+def reshape(ctx: TFContext, node: TFNode) -> list[Value]:
     x = ctx.input(node, 0)
     target = _ints(ctx.const_input(node, 1, "shape"))
     return _reshape(ctx, x, reshape_target(ctx.shape(x), target, allowzero=True), node)
 
 
 @tf_converter("Squeeze")
-def squeeze(ctx: TFContext, node: NodeDef) -> list[Value]:
+def squeeze(ctx: TFContext, node: TFNode) -> list[Value]:
     x = ctx.input(node, 0)
     shape = ctx.shape(x)
     axes = {a % len(shape) for a in ctx.attr(node, "squeeze_dims", [])} or {
@@ -43,7 +43,7 @@ def squeeze(ctx: TFContext, node: NodeDef) -> list[Value]:
 
 
 @tf_converter("ExpandDims")
-def expand_dims(ctx: TFContext, node: NodeDef) -> list[Value]:
+def expand_dims(ctx: TFContext, node: TFNode) -> list[Value]:
     x = ctx.input(node, 0)
     shape = list(ctx.shape(x))
     axis = int(np.asarray(ctx.const_input(node, 1, "axis")).item())
@@ -52,13 +52,13 @@ def expand_dims(ctx: TFContext, node: NodeDef) -> list[Value]:
 
 
 @tf_converter("Transpose")
-def transpose(ctx: TFContext, node: NodeDef) -> list[Value]:
+def transpose(ctx: TFContext, node: TFNode) -> list[Value]:
     perm = tuple(_ints(ctx.const_input(node, 1, "perm")))
     return ctx.add("transpose", [ctx.input(node, 0)], {"perm": perm}, node=node)
 
 
 @tf_converter("ConcatV2")
-def concat(ctx: TFContext, node: NodeDef) -> list[Value]:
+def concat(ctx: TFContext, node: TFNode) -> list[Value]:
     n = ctx.n_inputs(node) - 1
     xs = [ctx.input(node, i) for i in range(n)]
     axis = int(np.asarray(ctx.const_input(node, n, "axis")).item()) % len(ctx.shape(xs[0]))
@@ -68,7 +68,7 @@ def concat(ctx: TFContext, node: NodeDef) -> list[Value]:
 
 
 @tf_converter("Pack")
-def pack(ctx: TFContext, node: NodeDef) -> list[Value]:
+def pack(ctx: TFContext, node: TFNode) -> list[Value]:
     xs = [ctx.input(node, i) for i in range(ctx.n_inputs(node))]
     shape = list(ctx.shape(xs[0]))
     axis = int(ctx.attr(node, "axis", 0)) % (len(shape) + 1)
@@ -80,7 +80,7 @@ def pack(ctx: TFContext, node: NodeDef) -> list[Value]:
 
 
 @tf_converter("Unpack")
-def unpack(ctx: TFContext, node: NodeDef) -> list[Value]:
+def unpack(ctx: TFContext, node: TFNode) -> list[Value]:
     x = ctx.input(node, 0)
     shape = list(ctx.shape(x))
     axis = int(ctx.attr(node, "axis", 0)) % len(shape)
@@ -90,7 +90,7 @@ def unpack(ctx: TFContext, node: NodeDef) -> list[Value]:
 
 
 @tf_converter("Slice")
-def slice_(ctx: TFContext, node: NodeDef) -> list[Value]:
+def slice_(ctx: TFContext, node: TFNode) -> list[Value]:
     x = ctx.input(node, 0)
     shape = ctx.shape(x)
     begin, size = _ints(ctx.const_input(node, 1, "begin")), _ints(ctx.const_input(node, 2, "size"))
@@ -98,7 +98,7 @@ def slice_(ctx: TFContext, node: NodeDef) -> list[Value]:
     return _slice(ctx, x, [slice(b, e, 1) for b, e in zip(begin, ends, strict=True)], node)
 
 
-def _slice(ctx: TFContext, x: Value, index: list[slice], node: NodeDef | None) -> list[Value]:
+def _slice(ctx: TFContext, x: Value, index: list[slice], node: TFNode | None) -> list[Value]:
     """x[index] (one Python slice per axis) as one `slice` op over the axes it changes."""
     shape = ctx.shape(x)
     starts, ends, axes, steps = [], [], [], []
@@ -121,7 +121,7 @@ def _bits(mask: int, i: int) -> bool:
 
 
 @tf_converter("StridedSlice")
-def strided_slice(ctx: TFContext, node: NodeDef) -> list[Value]:
+def strided_slice(ctx: TFContext, node: TFNode) -> list[Value]:
     x = ctx.input(node, 0)
     shape = ctx.shape(x)
     begin, end, strides = (_ints(ctx.const_input(node, i)) for i in (1, 2, 3))
@@ -169,7 +169,7 @@ def strided_slice(ctx: TFContext, node: NodeDef) -> list[Value]:
 
 
 @tf_converter("GatherV2", "Gather")
-def gather(ctx: TFContext, node: NodeDef) -> list[Value]:
+def gather(ctx: TFContext, node: TFNode) -> list[Value]:
     if int(ctx.attr(node, "batch_dims", 0)) != 0:
         raise UnsupportedOpError(f"{node_label(node)}: batch_dims != 0")
     x, idx = ctx.input(node, 0), ctx.input(node, 1)
@@ -178,7 +178,7 @@ def gather(ctx: TFContext, node: NodeDef) -> list[Value]:
 
 
 @tf_converter("Pad", "PadV2", "MirrorPad")
-def pad(ctx: TFContext, node: NodeDef) -> list[Value]:
+def pad(ctx: TFContext, node: TFNode) -> list[Value]:
     x = ctx.input(node, 0)
     pads = np.asarray(ctx.const_input(node, 1, "paddings")).reshape(-1, 2)
     attrs: dict = {"pads": (*_ints(pads[:, 0]), *_ints(pads[:, 1])), "mode": "constant"}
@@ -193,13 +193,13 @@ def pad(ctx: TFContext, node: NodeDef) -> list[Value]:
 
 
 @tf_converter("Tile")
-def tile(ctx: TFContext, node: NodeDef) -> list[Value]:
+def tile(ctx: TFContext, node: TFNode) -> list[Value]:
     repeats = tuple(_ints(ctx.const_input(node, 1, "multiples")))
     return ctx.add("tile", [ctx.input(node, 0)], {"repeats": repeats}, node=node)
 
 
 @tf_converter("Fill")
-def fill(ctx: TFContext, node: NodeDef) -> list[Value]:
+def fill(ctx: TFContext, node: TFNode) -> list[Value]:
     dims = tuple(_ints(ctx.const_input(node, 0, "dims")))
     value = ctx.input(node, 1)
     known = ctx.const_value(value)
@@ -209,13 +209,13 @@ def fill(ctx: TFContext, node: NodeDef) -> list[Value]:
 
 
 @tf_converter("Shape")
-def shape(ctx: TFContext, node: NodeDef) -> list[Value]:
+def shape(ctx: TFContext, node: TFNode) -> list[Value]:
     dtype = np_dtype(ctx.attr(node, "out_type", "int32"))
     return [ctx.graph.add_const(np.asarray(ctx.shape(ctx.input(node, 0)), dtype=dtype), node.name)]
 
 
 @tf_converter("ZerosLike", "OnesLike")
-def constant_like(ctx: TFContext, node: NodeDef) -> list[Value]:
+def constant_like(ctx: TFContext, node: TFNode) -> list[Value]:
     t = ctx.type_of(ctx.input(node, 0))
     fill_value = 0 if node.op == "ZerosLike" else 1
     return [ctx.graph.add_const(np.full(t.shape, fill_value, dtype=np_dtype(t.dtype)), node.name)]

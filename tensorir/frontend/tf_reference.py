@@ -15,21 +15,15 @@ import itertools
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from tensorir.errors import ModelError, TirError
+from tensorir.frontend.tf_load import freeze_model, import_tf
 
 Runner = Callable[[Mapping[str, np.ndarray]], dict[str, np.ndarray]]
 _open: dict[int, Runner] = {}
 _handles = itertools.count(1)
-
-
-def _tf(need: str) -> Any:
-    from tensorir.frontend.tensorflow import import_tf
-
-    return import_tf(need)
 
 
 def open_reference(path: str, signature: str = "serving_default") -> int:
@@ -49,7 +43,7 @@ def close_reference(handle: int) -> None:
 
 
 def _tflite_runner(path: str) -> Runner:
-    tf = _tf("--compare-ort on a .tflite model runs tf.lite.Interpreter, which needs TensorFlow")
+    tf = import_tf("--compare-ort on a .tflite model runs tf.lite.Interpreter, which needs TensorFlow")
     try:
         interp = tf.lite.Interpreter(model_path=path)
     except (ValueError, RuntimeError) as e:
@@ -75,10 +69,8 @@ def _tflite_runner(path: str) -> Runner:
 
 def _tf_runner(path: str | os.PathLike, signature: str) -> Runner:
     """The model's frozen graph run by TensorFlow."""
-    from tensorir.frontend.tensorflow import load_tf_model
-
-    model = load_tf_model(path, signature)
-    tf = _tf("TensorFlow models need TensorFlow")
+    model = freeze_model(path, signature)
+    tf = import_tf("TensorFlow models need TensorFlow")
 
     def body() -> None:
         tf.compat.v1.import_graph_def(model.graph_def, name="")
