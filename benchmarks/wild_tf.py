@@ -1,11 +1,12 @@
 """Trained TensorFlow models that nobody on the project built, as a user finds them inside public
 Python packages: MediaPipe's BlazeFace face detector (.tflite, fp16 weights) from the mediapipe
-wheel, and Spotify's Basic Pitch note transcriber (a Keras 2 SavedModel) from basic-pitch. Fetched
+wheel, and Spotify's Basic Pitch note transcriber (a Keras 2 SavedModel, and the same model as
+nmp.tflite) from basic-pitch. Fetched
 with pip into .wild/ (like benchmarks/wild.py), compiled for a target and checked against
 TensorFlow itself: tf.lite.Interpreter for the .tflite, TF's SavedModel loader in a session for
 the SavedModel (no tensorir code on the reference side).
 
-    python -m benchmarks.wild_tf fetch                  # -> .wild/face_detection.tflite, .wild/basic_pitch/
+    python -m benchmarks.wild_tf fetch   # -> .wild/face_detection.tflite, basic_pitch/, basic_pitch.tflite
     python -m benchmarks.wild_tf check --target host    # compile, run, compare
 
 Inputs are synthetic but structured: a drawn face on a gradient background (MediaPipe's [-1, 1]
@@ -100,6 +101,13 @@ PUBLIC = {
         "basic_pitch",
         melody,
         "Basic Pitch ICASSP 2022 note/onset/contour model (Keras 2 SavedModel, CQT front end)",
+    ),
+    "basic_pitch_tflite": PublicModel(
+        "basic-pitch==0.4.0",
+        "basic_pitch/saved_models/icassp_2022/nmp.tflite",
+        "basic_pitch.tflite",
+        melody,
+        "the same Basic Pitch model as the package's .tflite (float32; outputs named by tensor)",
     ),
 }
 

