@@ -99,7 +99,8 @@ class TFChild:
         self.log.close()
 
 
-IDLE_S = 60.0  # an idle child is ended after this long (it holds TensorFlow's memory, ~0.7 GB)
+IDLE_S = 300.0  # an idle child is ended after this long: it holds TensorFlow's memory (~0.7 GB), and
+# a process importing several models compiles each (minutes for a large one) before the next
 _lock = threading.Lock()
 _child: TFChild | None = None
 _uses = 0  # calls so far: an idle timer ends the child only if no call came after it was armed
