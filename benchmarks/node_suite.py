@@ -68,51 +68,19 @@ def _read_protos(paths: list[str], values: Any) -> list[Any]:
     return out
 
 
-def _run_ort(model: Any, inputs: list[Any], expected: list[Any]) -> list[Any]:
+def _run_ort(model: Any, inputs: list[Any]) -> list[Any]:
     """onnxruntime's outputs; tensors of types numpy lacks (bfloat16, float8, int4: the
-    ml_dtypes arrays ONNX's loader makes) go in and come out as raw bytes, as ORT's own
-    backend test harness passes them."""
+    ml_dtypes arrays ONNX's loader makes) go through tensorir.tools.ort_io as raw bytes."""
     import onnxruntime as ort
+
+    from tensorir.tools.ort_io import run_session
 
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = 1
     opts.log_severity_level = 4
     sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
     names = [i.name for i in sess.get_inputs()]
-    if not any(_is_custom(a) for a in (*inputs, *expected)):
-        return sess.run(None, dict(zip(names, inputs, strict=False)))
-    feeds = {n: _to_ortvalue(a) for n, a in zip(names, inputs, strict=False)}
-    outs = sess.run_with_ort_values(None, feeds)
-    return [_from_ortvalue(v, e) for v, e in zip(outs, expected, strict=False)]
-
-
-def _is_custom(a: Any) -> bool:
-    import numpy as np
-
-    return isinstance(a, np.ndarray) and a.dtype.type.__module__.startswith("ml_dtypes")
-
-
-def _to_ortvalue(a: Any) -> Any:
-    import numpy as np
-    import onnxruntime as ort
-    from onnx import helper
-
-    if not _is_custom(a):
-        return ort.OrtValue.ortvalue_from_numpy(a)
-    raw = np.ascontiguousarray(a).view(np.dtype(f"uint{8 * a.dtype.itemsize}"))
-    return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(raw, helper.np_dtype_to_tensor_dtype(a.dtype))
-
-
-def _from_ortvalue(v: Any, like: Any) -> Any:
-    import ctypes
-
-    import numpy as np
-
-    if not _is_custom(like):
-        return v.numpy()
-    out = np.empty(v.shape(), like.dtype)
-    ctypes.memmove(out.ctypes.data, v.data_ptr(), out.nbytes)
-    return out
+    return run_session(sess, dict(zip(names, inputs, strict=False)))
 
 
 def _run_tir(model: Any, inputs: list[Any], target: str) -> list[Any]:
@@ -128,7 +96,7 @@ def run_one(model_dir: str, runner: str, rtol: float, atol: float) -> tuple[bool
     try:
         model, sets = _load_case(model_dir)
         for ins, expected in sets:
-            got = _run_ort(model, ins, expected) if runner == "ort" else _run_tir(model, ins, runner)
+            got = _run_ort(model, ins) if runner == "ort" else _run_tir(model, ins, runner)
             Runner.assert_similar_outputs(expected, got, rtol=rtol, atol=atol, model_dir=model_dir)
     except BaseException as e:  # any failure is that test's result
         first = (str(e).strip().splitlines() or [""])[0]

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import onnx
 
+from tensorir.dtypes import is_float
 from tensorir.errors import InputError, TirError
 from tensorir.frontend.onnx import from_onnx, load_model, shape_conflict
 from tensorir.frontend.tf_child import TFReference
@@ -25,6 +26,7 @@ from tensorir.graph.graph import Graph
 from tensorir.graph.types import TensorType, np_dtype
 from tensorir.runtime.reference import run_reference
 from tensorir.tools.compare import DEFAULT, Tolerance, figures
+from tensorir.tools.ort_io import run_session
 from tensorir.tools.samples import file_stem, sample_specs
 
 
@@ -96,7 +98,7 @@ def random_inputs(g: Graph, given: Mapping[str, np.ndarray], seed: int = 0) -> d
             continue
         t = node.outputs[0]
         dt = np_dtype(t.dtype)
-        if dt.kind == "f":
+        if dt.kind == "f" or is_float(t.dtype):  # bfloat16, float8 too
             feeds[node.name] = rng.standard_normal(t.shape).astype(dt)
         elif dt.kind == "b":
             feeds[node.name] = rng.random(t.shape) < 0.5
@@ -116,7 +118,7 @@ def run_onnxruntime(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> 
     sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
     names = {i.name for i in sess.get_inputs()}
     try:
-        return sess.run(None, {k: v for k, v in feeds.items() if k in names})
+        return run_session(sess, {k: v for k, v in feeds.items() if k in names})
     except InvalidArgument as e:  # inputs that onnxruntime checks against the model (shapes)
         why = " ".join(str(e).split())
         raise InputError(f"--compare-ort: onnxruntime refuses the inputs: {why}") from None

@@ -18,18 +18,22 @@ from tensorir.cli import main
 from tensorir.codegen.link import ALL_LIBC_SYMBOLS, dynamic_symbols
 from tests.codegen.test_narrow_dtypes import assert_same
 
+OUTPUTS = [("y", "bfloat16"), ("z", "float8_e4m3fn"), ("q", "int4")]
+
 
 def narrow_model() -> onnx.ModelProto:
-    """y = bf16(relu(x) * 3), z = float8(y) with saturation, q = int4(y)."""
+    """y = bf16(relu(x) * 3), z = float8(y) with saturation, q = int4(floor(relu(x) * 3))."""
     nodes = [
         helper.make_node("Cast", ["x"], ["xf"], to=T.FLOAT),
         helper.make_node("Relu", ["xf"], ["r"]),
         helper.make_node("Mul", ["r", "three"], ["m"]),
         helper.make_node("Cast", ["m"], ["y"], to=T.BFLOAT16),
         helper.make_node("Cast", ["y"], ["z"], to=T.FLOAT8E4M3FN),
-        helper.make_node("Cast", ["y"], ["q"], to=T.INT4),
+        helper.make_node("Floor", ["m"], ["whole"]),  # onnxruntime rounds to int4, ONNX truncates
+        helper.make_node("Cast", ["whole"], ["q"], to=T.INT4),
     ]
     outs = [("y", T.BFLOAT16), ("z", T.FLOAT8E4M3FN), ("q", T.INT4)]
+    assert [(n, helper.tensor_dtype_to_np_dtype(t).name) for n, t in outs] == OUTPUTS
     graph = helper.make_graph(
         nodes,
         "narrow",
@@ -82,3 +86,13 @@ def test_bf16_model_compiles_and_runs_through_the_c_api(tmp_path):
     for g, e in zip(got, expected, strict=True):
         keep = defined if g.dtype.name == "int4" else np.ones_like(defined)
         assert_same(g[keep], e[keep], x[keep])
+
+
+def test_compare_ort_takes_narrow_inputs_and_outputs(tmp_path, capsys):
+    """tir run --compare-ort feeds onnxruntime bfloat16 and reads its bf16 / float8 / packed
+    int4 outputs back (tensorir/tools/ort_io.py): all three match the compiled model."""
+    path = tmp_path / "narrow.onnx"
+    onnx.save(narrow_model(), path)
+    assert main(["run", str(path), "--compare-ort", "--records", "none"]) == 0
+    report = capsys.readouterr().out
+    assert all(f"{name}: {dtype}[4, 33]" in report for name, dtype in OUTPUTS), report
