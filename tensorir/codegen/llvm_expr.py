@@ -257,7 +257,9 @@ class ExprEmitter(NarrowEmitter):
                 return self.intrinsic("fabs", dt, args)
             if not is_signed(dt):
                 return args[0]
-            return self.intrinsic("abs", dt, [args[0], Val("false", "bool")])
+            a, full = args[0], f"llvm.abs.{_isfx(dt, args[0].lanes)}"  # i1 false: a scalar immarg
+            self.ctx.intrinsic(full, _ty(a), [_ty(a), "i1"])
+            return Val(self.op(f"call {_ty(a)} @{full}({_ty(a)} {a.ref}, i1 false)"), dt, a.lanes)
         if not is_float(dt):
             raise TirError(f"math function {name!r} needs float arguments, got {dt}")
         if dt == "float16":  # compute in float32, round once

@@ -17,6 +17,7 @@ from tensorir.codegen import emit_assembly
 from tensorir.graph.types import TensorType
 from tensorir.ops import elementwise as ref_ops
 from tensorir.ops.kernel import op_kernel, run_op
+from tensorir.ops.registry import get_op
 from tensorir.target import Target, get_target
 
 FLOAT8 = ["float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz"]
@@ -152,3 +153,34 @@ def test_float64_float16_round_once():
         assert_same(out, x.astype(np.float16), x)
     (back,) = run_op("cast", [h], {"to": "float64"})
     assert_same(back, wide, h)
+
+
+def _ops_cases() -> list[tuple[str, list[np.ndarray], dict]]:
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((8, 64)).astype(ml_dtypes.bfloat16)
+    b, r = rng.standard_normal((64, 16)).astype(a.dtype), a[::-1].copy()
+    i4 = rng.integers(-8, 8, (8, 64)).astype(ml_dtypes.int4)
+    f8 = rng.standard_normal((8, 64)).astype(ml_dtypes.float8_e4m3fn)
+    return [
+        ("add", [a, r], {}),
+        ("mul", [a, a[:1]], {}),
+        ("maximum", [a, r], {}),
+        ("where", [a.astype(np.float32) > 0, a, r], {}),
+        ("tanh", [a], {}),
+        ("matmul", [a, b], {}),
+        ("less", [f8, f8[::-1].copy()], {}),
+        ("concat", [f8, f8], {"axis": 0}),
+        ("transpose", [i4], {"perm": (1, 0)}),
+        ("abs", [i4], {}),  # abs(-8) wraps to -8, as in numpy
+        ("neg", [i4], {}),
+    ]
+
+
+@pytest.mark.parametrize(("op", "ins", "attrs"), _ops_cases(), ids=lambda c: c if isinstance(c, str) else "")
+def test_ops_on_narrow_tensors_compute_in_float32_and_round_once(op, ins, attrs):
+    """Elementwise math, comparisons, a matmul (float32 accumulation) and data movement on
+    narrow tensors: the compiled kernel equals the reference (which computes in float32 and
+    rounds once too) bit for bit."""
+    (out,) = run_op(op, ins, attrs)
+    (ref,) = get_op(op).run_reference(list(ins), attrs)
+    assert_same(out, np.asarray(ref), ins[0])
