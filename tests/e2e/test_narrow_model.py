@@ -10,10 +10,12 @@ import json
 import ml_dtypes
 import numpy as np
 import onnx
+import pytest
 from onnx import TensorProto as T
 from onnx import helper
 from onnx.reference import ReferenceEvaluator
 
+import tensorir as tir
 from tensorir.cli import main
 from tensorir.codegen.link import ALL_LIBC_SYMBOLS, dynamic_symbols
 from tests.codegen.test_narrow_dtypes import assert_same
@@ -96,3 +98,14 @@ def test_compare_ort_takes_narrow_inputs_and_outputs(tmp_path, capsys):
     assert main(["run", str(path), "--compare-ort", "--records", "none"]) == 0
     report = capsys.readouterr().out
     assert all(f"{name}: {dtype}[4, 33]" in report for name, dtype in OUTPUTS), report
+
+
+@pytest.mark.arm64
+def test_narrow_model_on_linux_arm64_under_qemu(tmp_path):
+    """The same conversions on AArch64 (no avx512bf16: bfloat16 by the integer path)."""
+    model, path = narrow_model(), tmp_path / "narrow.onnx"
+    onnx.save(model, path)
+    x = (np.random.default_rng(4).standard_normal((4, 33)) * 80).astype(ml_dtypes.bfloat16)
+    got = tir.compile(str(path), target="linux-arm64").run({"x": x})
+    for g, e in zip(got, ReferenceEvaluator(model).run(None, {"x": x}), strict=True):
+        assert_same(g, e, x)
