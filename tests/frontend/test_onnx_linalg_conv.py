@@ -1,0 +1,56 @@
+"""ONNX Col2Im, Det and DeformConv (compositions of existing graph ops) compiled for the host
+against onnxruntime on cases the node tests leave out: 1-D and 3-D Col2Im with strides wider
+than the kernel (positions no column reaches), dilations and uneven pads, checked against ONNX's
+reference (onnxruntime 1-D Col2Im with more than one channel adds channels together)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+from onnx import TensorProto, helper
+from onnx.reference import ReferenceEvaluator
+
+from tensorir.frontend.onnx import from_onnx
+from tensorir.runtime.executor import CompiledGraph
+
+F = TensorProto.FLOAT
+I64 = TensorProto.INT64
+RNG = np.random.default_rng(0)
+
+
+def _model(node, inputs, inits=(), opset=19):
+    ins = [helper.make_tensor_value_info(n, t, list(s)) for n, t, s in inputs]
+    out = helper.make_tensor_value_info(node.output[0], F, None)
+    graph = helper.make_graph([node], "m", ins, [out], list(inits))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def _check(model, feeds, rtol=1e-5, atol=1e-6, ref=False):
+    if ref:
+        (want,) = ReferenceEvaluator(model).run(None, feeds)
+    else:
+        sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        (want,) = sess.run(None, feeds)
+    (got,) = CompiledGraph(from_onnx(model), "host").run(feeds)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=atol)
+
+
+def _col2im(image, block, x_shape, **attrs):
+    inits = [
+        helper.make_tensor("image", I64, [len(image)], image),
+        helper.make_tensor("block", I64, [len(block)], block),
+    ]
+    node = helper.make_node("Col2Im", ["x", "image", "block"], ["y"], **attrs)
+    x = RNG.standard_normal(x_shape).astype(np.float32)
+    _check(_model(node, [("x", F, x_shape)], inits), {"x": x}, ref=True)
+
+
+def test_col2im_1d_stride_wider_than_the_dilated_kernel():
+    # padded length 1 + 11 + 2 = 14, kernel 2 dilated 2 spans 3, stride 4: L = 3, gaps between
+    _col2im([11], [2], (2, 3 * 2, 3), strides=[4], dilations=[2], pads=[1, 2])
+
+
+def test_col2im_3d_uneven_pads_and_strides():
+    # padded 6 x 7 x 5; kernel 2 x 3 x 1 -> L = 3 x 3 x 2 (strides 2, 2, 3)
+    _col2im([5, 5, 4], [2, 3, 1], (1, 2 * 6, 18), strides=[2, 2, 3], pads=[1, 0, 0, 0, 2, 1])
