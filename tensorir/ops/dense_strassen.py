@@ -109,40 +109,80 @@ def algorithm_choices(
 
 
 MIN_SAVING = 24  # saved multiply-adds per element of extra memory traffic (measured, below)
+MIN_SAVING_RUNTIME_B = 16  # the same for a matmul of two run-time operands (measured, below)
+MIN_ROWS = 512  # fewer rows of A lose whatever the saving (measured, below)
 
 
 def strassen_default(m: int, n: int, k: int, runtime_b: bool = False) -> bool:
-    """One level where the multiply-adds it saves (m*n*k/8) reach MIN_SAVING times the
-    elements it moves in addition: x7 written (7/4 m*k), p written and read back (7/4 + 12/4
-    of m*n), and with `runtime_b` (matmul_strassen.py) b7 written (7/4 n*k); a constant
-    weight's operands cost nothing at run time (formed at compile time), unlike
-    MNN's rule (m*n*k/8 > 3mk + 3nk + 5.25mn, which says yes to every shape below).
+    """One level where A has at least MIN_ROWS rows and the multiply-adds it saves (m*n*k/8)
+    reach MIN_SAVING times the elements it moves in addition: x7 written (7/4 m*k), p written
+    and read back (7/4 + 12/4 of m*n), and with `runtime_b` (matmul_strassen.py) b7 written
+    (7/4 n*k, against MIN_SAVING_RUNTIME_B); a constant weight's operands cost nothing at run
+    time (formed at compile time). MNN's rule (m*n*k/8 > 3mk + 3nk + 5.25mn) says yes to every
+    shape below but 56x56x64->64 and 12x128x64x128.
 
-    Measured here (AMD EPYC Zen 4, `python -m benchmarks.strassen_cutoff --threads T`, cold
-    caches, medians of 3 interleaved rounds; strassen / direct, then the ratio of this rule):
+    Measured here (AMD EPYC Zen 4, `python -m benchmarks.strassen_cutoff`, cold caches,
+    strassen / direct of medians over interleaved rounds). "wall": the tuner's Measurer, 3
+    rounds, quiet machine, T threads; "cpu": `--clock cpu` (CPU seconds of the calling
+    process, 1 thread, 7 rounds) on the machine shared with other work, where wall times
+    spread up to 8x between rounds and CPU times 1.02-1.3x (up to 1.9x for the direct conv at
+    C >= 512, whose input re-reads from the shared L3 made its time vary 1.6x between runs;
+    two figures: a shape timed twice). saving: the rule's ratio.
 
-        M x K -> N        1 thread   2 threads   saving
-        128^3             1.26                   2.5
-        256^3             1.11                   4.9
-        512^3             1.01       0.99        9.8
-        1024^3            1.01       0.97        19.7
-        196x256->1024     1.15                   6.2    (a 14x14 1x1 conv's product)
-        128x768->3072     1.14                   18.5   (BERT-base FFN up, 128 tokens)
-        512x768->3072     1.00       1.03        18.5   (... 512 tokens)
-        1024x768->3072    0.97                   18.5
-        512x3072->768     0.94       0.87        32.7   (FFN down, 512 tokens)
-        1024x3072->768    0.92       0.91        32.8
-        2048x3072->768    0.91                   32.7
-        1024x4096->1024   0.96                   43.6
-        2048^3            0.91       0.92        39.0
+        dense M x K -> N  wall T=1   T=2     cpu     saving
+        128^3             1.26               1.25    2.5
+        256^3             1.11               1.18    4.9
+        512^3             1.01       0.99    1.02    9.8
+        1024^3            1.01       0.97    0.97 0.97  19.7
+        196x256->1024     1.15               1.19    6.2    (a 14x14 1x1 conv's product)
+        3136x256->64                         1.19    2.7    (a 56x56 one)
+        128x768->3072     1.14               1.16    18.5   (BERT-base FFN up, 128 tokens)
+        512x768->3072     1.00       1.03    0.99    18.5   (... 512 tokens)
+        1024x768->3072    0.97               0.97    18.5
+        784x1024->1024                       0.96    19.7
+        512x3072->768     0.94       0.87    0.95 0.93  32.7  (FFN down, 512 tokens)
+        1024x3072->768    0.92       0.91    0.94    32.8
+        2048x3072->768    0.91               0.91    32.7
+        1024x4096->1024   0.96               0.96    43.6
+        2048^3            0.91       0.92    0.90    39.0
+        256x2048->2048                       1.15    39.4   (m = 256 < MIN_ROWS)
 
-    The direct kernel runs at the machine's peak (1024^3: 102 GFLOP/s at 1 thread), so a
-    level wins at most the 1/8 it saves; below a saving of ~20 the extra passes over memory
-    take it all back. In a whole model (`--ffn TOKENS`: BERT-base's FFN block, only its down
-    projection passes the rule), default / all-direct: 512 tokens 0.969 at 1 thread, 1.009 at 2;
-    1024 tokens 0.949 at 1 thread."""
+        1x1 conv H x W x C -> M, batch 1 (conv_strassen.py: m = H*W, k = C, n = M), cpu:
+        ResNet-50's stride-1 1x1s (7x7 is odd: not eligible)
+          56x56x64->64 1.56, 64->256 1.62, 256->64 1.58 1.61, 256->128 1.28;
+          28x28x128->512 1.30, 512->128 1.25, 512->256 1.14;
+          14x14x256->1024 1.24, 1024->256 1.31, 1024->512 1.19   (savings 1.2 to 15.5)
+        larger maps: 112x112x64->256 1.83, 112x112x128->128 1.51, 128x128x256->256 1.64
+          (savings 1.5 to 4.9), 28x28x1024->256 1.10 (10.9), 32x32x2048->256 1.21 (13.7),
+          64x64x2048->256 0.88 (13.7), 56x56x512->512 0.85 1.13 0.76 (9.8),
+          56x56x1024->256 0.66 1.10 (10.9), 28x28x2048->512 0.55 0.91 (21.8)
+        many channels: 24x24x1024->1024 1.05 1.01, 28x28x1024->1024 0.95 0.95 (19.7);
+          14x14x2048->2048 1.09, 16x16x2048->2048 1.06 (39.4, m < MIN_ROWS),
+          32x32x2048->2048 0.55, wall 0.75 (39.4; the direct conv at 64 GFLOP/s there)
+
+        matmul B x M x K x N, both at run time (matmul_strassen.py, saving with b7), cpu:
+          BERT-base attention at 512 tokens, 12 heads: QK^T 12x512x64x512 1.52 1.57 (1.5),
+          scores x V 12x512x512x64 1.66 (3.1); 12x128x64x128 1.49 (1.2); 512^3 1.09 (7.8);
+          1024^3 1.00 0.97, 4x1024^3 1.02 (15.5); 2048x768x2048 0.93 (15.8);
+          4096x1024x1024 0.93 (18.5); 1024x3072x1024 0.94 (25.2); 2048^3 0.89 (31.0)
+
+    The direct dense kernel runs at the machine's peak (1024^3: 102 GFLOP/s at 1 thread), so
+    a level wins at most the 1/8 it saves; below a saving of ~20 the extra passes over memory
+    take it all back (at 1 thread the break-even is ~18, at 2 threads FFN-up's 18.5 lost 3%:
+    MIN_SAVING stays 24). With few rows a level loses even at a saving of 39 (dense 256 rows
+    1.15, convs of 196 and 256 pixels 1.06-1.09): MIN_ROWS. The conv keeps dense's rule:
+    every ResNet-50 1x1 loses (1.14-1.62); below a saving of 24 the conv figures go both
+    ways at one saving (13.7: 1.21 and 0.88; 19.7: 1.05 and 0.95), and the largest wins
+    there (0.55-0.76) did not repeat (the direct conv slowed by the shared L3), so they
+    support no other constant; of those measured only 32x32x2048->2048 passes. A matmul of
+    run-time operands pays b7 (counted in its saving), and with it breaks even at ~15.5 and
+    wins from 15.8: MIN_SAVING_RUNTIME_B = 16 (1 thread only; 2048x768x2048, 0.93 at 15.8,
+    is a missed win). In a whole model (`--ffn TOKENS`: BERT-base's FFN block, only its down
+    projection passes the rule), default / all-direct: 512 tokens 0.969 at 1 thread, 1.009
+    at 2; 1024 tokens 0.949 at 1 thread."""
     extra = 1.75 * m * k + 4.75 * m * n + (1.75 * n * k if runtime_b else 0)
-    return m * n * k / 8 >= MIN_SAVING * extra
+    least = MIN_SAVING_RUNTIME_B if runtime_b else MIN_SAVING
+    return m >= MIN_ROWS and m * n * k / 8 >= least * extra
 
 
 def _infer(ins: list[TensorType], attrs: dict[str, Any]) -> list[TensorType]:

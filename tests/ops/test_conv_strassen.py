@@ -145,6 +145,9 @@ def test_which_convs_may_choose_it():
     assert "strassen" not in _choices(x, w, const=False)  # transformed at compile time
     # the default: dense's measured rule on (pixels, M, C)
     assert algorithm_choices(x, w, ONE, True)[1] == "direct"  # ResNet-50's 56x56x64->128
+    wide = (128, 128, 1, 1, 16, 16)  # 2048 -> 2048 channels
+    assert algorithm_choices((1, 128, 32, 32, 16), wide, ONE, True)[1] == "strassen"  # 0.55-0.75x
+    assert algorithm_choices((1, 128, 16, 16, 16), wide, ONE, True)[1] == "direct"  # 1.06x: 256 pixels
 
 
 def test_lowered_kernel_shows_its_stages():

@@ -96,6 +96,8 @@ def test_choices_and_default():
     assert st.algorithm_choices((512, 3072), (768, 3072), True)[1] == "strassen"  # down: 0.87-0.94x
     assert st.algorithm_choices((512, 768), (3072, 768), True)[1] == "direct"  # up: 1.00-1.03x
     assert st.algorithm_choices((1024, 1024), (1024, 1024), True)[1] == "direct"  # 0.97-1.01x
+    assert st.algorithm_choices((2048, 2048), (2048, 2048), True)[1] == "strassen"  # 0.90-0.92x
+    assert st.algorithm_choices((256, 2048), (2048, 2048), True)[1] == "direct"  # 1.15x: too few rows
 
 
 def _matmul_model(m: int, k: int, n: int) -> onnx.ModelProto:

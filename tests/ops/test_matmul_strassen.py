@@ -100,6 +100,11 @@ def test_choices_and_default():
     assert ms.algorithm_choices((64, 32), (32, 47)) == (["direct"], "direct")  # odd N
     assert ms.algorithm_choices((32,), (32, 48)) == (["direct"], "direct")  # 1-D
     assert ms.algorithm_choices((64, 32), (32, 48))[1] == "direct"  # small: direct
+    # the measured cut-off (dense_strassen.strassen_default, runtime_b)
+    assert ms.algorithm_choices((12, 512, 64), (12, 64, 512))[1] == "direct"  # BERT QK^T: 1.52-1.57x
+    assert ms.algorithm_choices((1024, 1024), (1024, 1024))[1] == "direct"  # 0.97-1.00x
+    assert ms.algorithm_choices((4096, 1024), (1024, 1024))[1] == "strassen"  # 0.93x
+    assert ms.algorithm_choices((2048, 2048), (2048, 2048))[1] == "strassen"  # 0.89x
     space = kernel_space("matmul", [TensorType((63, 32)), TensorType((32, 48))], {}, HOST)
     assert "strassen" not in space.algorithms
 
