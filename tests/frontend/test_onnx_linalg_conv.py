@@ -1,15 +1,18 @@
 """ONNX Col2Im, Det and DeformConv (compositions of existing graph ops) compiled for the host
 against onnxruntime on cases the node tests leave out: 1-D and 3-D Col2Im with strides wider
 than the kernel (positions no column reaches), dilations and uneven pads, checked against ONNX's
-reference (onnxruntime 1-D Col2Im with more than one channel adds channels together)."""
+reference (onnxruntime 1-D Col2Im with more than one channel adds channels together); Det of
+matrices that need row swaps, a singular one (0, not NaN), batched float64 8 x 8 against numpy."""
 
 from __future__ import annotations
 
 import numpy as np
 import onnxruntime as ort
+import pytest
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
+from tensorir.errors import ModelError
 from tensorir.frontend.onnx import from_onnx
 from tensorir.runtime.executor import CompiledGraph
 
@@ -54,3 +57,36 @@ def test_col2im_1d_stride_wider_than_the_dilated_kernel():
 def test_col2im_3d_uneven_pads_and_strides():
     # padded 6 x 7 x 5; kernel 2 x 3 x 1 -> L = 3 x 3 x 2 (strides 2, 2, 3)
     _col2im([5, 5, 4], [2, 3, 1], (1, 2 * 6, 18), strides=[2, 2, 3], pads=[1, 0, 0, 0, 2, 1])
+
+
+def _det(a: np.ndarray) -> np.ndarray:
+    t = TensorProto.DOUBLE if a.dtype == np.float64 else F
+    node = helper.make_node("Det", ["x"], ["y"])
+    model = _model(node, [("x", t, a.shape)])
+    model.graph.output[0].type.tensor_type.elem_type = t
+    (got,) = CompiledGraph(from_onnx(model), "host").run({"x": a})
+    assert got.shape == a.shape[:-2] and got.dtype == a.dtype
+    return got
+
+
+def test_det_needs_pivoting_and_keeps_the_sign():
+    # zero leading entries: elimination without row swaps divides by 0
+    a = np.array([[0, 2, 1], [3, 0, 4], [1, 1, 0]], np.float32)
+    perm = np.array([[0, 1, 0, 0], [0, 0, 0, 1], [1, 0, 0, 0], [0, 0, 1, 0]], np.float32)
+    batch = np.stack([np.pad(a, ((0, 1), (0, 1))) + np.diag([0, 0, 0, 5]).astype(np.float32), perm])
+    np.testing.assert_allclose(_det(batch), [55.0, np.linalg.det(perm)], rtol=1e-6)
+
+
+def test_det_singular_is_zero_not_nan():
+    a = np.array([[1, 2, 3], [2, 4, 6], [0, 0, 0]], np.float32)
+    np.testing.assert_array_equal(_det(a[None]), [0.0])
+
+
+def test_det_float64_batched_8x8_against_numpy():
+    a = RNG.standard_normal((2, 3, 8, 8))
+    np.testing.assert_allclose(_det(a), np.linalg.det(a), rtol=1e-12)
+
+
+def test_det_refuses_larger_than_8():
+    with pytest.raises(ModelError, match="n <= 8"):
+        _det(np.eye(9, dtype=np.float32))
