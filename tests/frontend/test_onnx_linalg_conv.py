@@ -2,7 +2,8 @@
 against onnxruntime on cases the node tests leave out: 1-D and 3-D Col2Im with strides wider
 than the kernel (positions no column reaches), dilations and uneven pads, checked against ONNX's
 reference (onnxruntime 1-D Col2Im with more than one channel adds channels together); Det of
-matrices that need row swaps, a singular one (0, not NaN), batched float64 8 x 8 against numpy."""
+matrices that need row swaps, a singular one (0, not NaN), batched float64 8 x 8 against numpy;
+DeformConv with groups, strides and dilations."""
 
 from __future__ import annotations
 
@@ -90,3 +91,28 @@ def test_det_float64_batched_8x8_against_numpy():
 def test_det_refuses_larger_than_8():
     with pytest.raises(ModelError, match="n <= 8"):
         _det(np.eye(9, dtype=np.float32))
+
+
+def test_deform_conv_groups_strides_dilations_and_mask():
+    """group 2 with offset_group 2, stride 2, dilation 2, uneven pads, offsets reaching past the
+    edges (zeros there), a mask and a bias; the node tests have group 1 and stride 1."""
+    n, c, h, w, oc, kh, kw, g = 2, 4, 7, 6, 6, 2, 3, 2
+    node = helper.make_node(
+        "DeformConv",
+        ["x", "w", "offset", "b", "mask"],
+        ["y"],
+        group=2,
+        offset_group=g,
+        strides=[2, 2],
+        dilations=[2, 1],
+        pads=[1, 0, 2, 1],
+    )
+    oh, ow = (h + 3 - 2 - 1) // 2 + 1, (w + 1 - 2 - 1) // 2 + 1
+    feeds = {
+        "x": RNG.standard_normal((n, c, h, w)).astype(np.float32),
+        "w": RNG.standard_normal((oc, c // 2, kh, kw)).astype(np.float32),
+        "offset": (3 * RNG.standard_normal((n, g * kh * kw * 2, oh, ow))).astype(np.float32),
+        "b": RNG.standard_normal(oc).astype(np.float32),
+        "mask": RNG.random((n, g * kh * kw, oh, ow)).astype(np.float32),
+    }
+    _check(_model(node, [(k, F, v.shape) for k, v in feeds.items()]), feeds, rtol=1e-4, atol=1e-5)
