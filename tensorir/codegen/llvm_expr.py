@@ -243,6 +243,12 @@ class ExprEmitter(NarrowEmitter):
                 raise TirError(f"{e.name}: the saturate argument must be a constant")
             v = self.cast(self.expr(e.args[0]), "float32")
             return self.to_e8m0(v, e.name.removeprefix("e8m0_"), bool(flag.value))
+        if e.name == "bitcast":
+            v = self.expr(e.args[0])
+            if scalar_ty(v.dtype) == "i1" or scalar_ty(e.dtype) == "i1":
+                raise TirError(f"bitcast of {v.dtype} to {e.dtype}: bool has no bits to reinterpret")
+            to = llvm_ty(e.dtype, v.lanes)
+            return Val(self.op(f"bitcast {_ty(v)} {v.ref} to {to}"), e.dtype, v.lanes)
         args = [self.expr(a) for a in e.args]
         lanes = max(a.lanes for a in args)
         args = [self.splat(a, lanes) for a in args]

@@ -275,6 +275,8 @@ class _Renderer:
         n = max(a.lanes for a in args)
         args = [self.splat(a, n) for a in args]
         x, dt, ct = args[0], args[0].dtype, args[0].ctype
+        if e.name == "bitcast":
+            raise TirError(f"bitcast of {dt} to {e.dtype} is compiled for the host only, not OpenCL")
         texts = ", ".join(bare(a.text) for a in args)
         if e.name == "abs" and not dt.startswith("float"):
             if not dt.startswith("int"):

@@ -90,3 +90,9 @@ converter("BitwiseNot")(_unary("bitwise_not"))
 def bit_shift(ctx: ImportContext, node: onnx.NodeProto) -> list[Value]:
     direction = ctx.attrs(node)["direction"]
     return ctx.add("bit_shift", [ctx.input(node, 0), ctx.input(node, 1)], {"direction": direction}, node=node)
+
+
+@converter("BitCast")
+def bit_cast(ctx: ImportContext, node: onnx.NodeProto) -> list[Value]:
+    to = onnx.helper.tensor_dtype_to_np_dtype(ctx.attrs(node)["to"]).name
+    return ctx.add("bitcast", [ctx.input(node, 0)], {"to": to}, node=node)

@@ -144,6 +144,9 @@ def _select(e: Select) -> ExprFn:
 
 
 def _call(e: Call) -> ExprFn:
+    if e.name == "bitcast":
+        (fx,), src, dt = [expr_fn(a) for a in e.args], _np_dtype(e.args[0].dtype), _np_dtype(e.dtype)
+        return lambda v, b: _to(np.asarray(fx(v, b)).astype(src).view(dt), dt)
     fn, fargs, dt = _INTRINSICS[e.name], [expr_fn(a) for a in e.args], _np_dtype(e.dtype)
     return lambda v, b: _to(fn(*(f(v, b) for f in fargs)), dt)
 

@@ -222,6 +222,8 @@ INTRINSICS = (
     "e8m0_up",
     "e8m0_down",
     "e8m0_nearest",
+    # the argument's bits as the call's type_ (same width; LLVM bitcast, ONNX BitCast)
+    "bitcast",
 )
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from tensorir.dtypes import NARROW, np_dtype
 from tensorir.errors import ShapeError
 from tensorir.graph.types import TensorType
 from tensorir.ops.elementwise import EW
@@ -44,3 +45,16 @@ def bit_shift(x: np.ndarray, y: np.ndarray, direction: str) -> np.ndarray:
     safe = np.where(inside, count, 0).astype(x.dtype)
     moved = np.left_shift(x, safe) if direction == "LEFT" else np.right_shift(x, safe)
     return np.where(inside, moved, 0).astype(x.dtype)
+
+
+def _infer_bitcast(ins: Types, attrs: dict) -> Types:
+    src, to = ins[0].dtype, str(attrs["to"])
+    if src in NARROW or to in NARROW or np_dtype(src).itemsize != np_dtype(to).itemsize:
+        raise ShapeError(f"bitcast needs two types of the same width (not narrow ones), got {src} to {to}")
+    return [TensorType(ins[0].shape, to)]
+
+
+@register_op("bitcast", infer=_infer_bitcast, **EW)
+def bitcast(x: np.ndarray, to: str) -> np.ndarray:
+    """x's bits read as `to` (ONNX BitCast; a bool is the byte 0 or 1)."""
+    return np.array(x, order="C").view(np_dtype(to))

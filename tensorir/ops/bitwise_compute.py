@@ -1,5 +1,6 @@
 """Compute definitions of the bitwise ops (bitwise.py): the code generator's integer
-and / or / xor / shl / shr, one injective loop like every elementwise op."""
+and / or / xor / shl / shr and bitcast (a bool's cast to uint8 is its byte), one injective loop
+like every elementwise op."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Callable
 import numpy as np
 
 import tensorir.ops.bitwise  # noqa: F401  (the references register the ops first)
-from tensorir.loop.ir import BinOp, Expr
+from tensorir.loop.ir import BinOp, Call, Expr
 from tensorir.ops.elementwise_compute import const, elementwise
 from tensorir.ops.registry import register_compute
 from tensorir.schedule.defaults import schedule_injective
@@ -41,3 +42,4 @@ _register("bitwise_or", lambda a, b: BinOp("or", a, cast(b, a.dtype)))
 _register("bitwise_xor", lambda a, b: BinOp("xor", a, cast(b, a.dtype)))
 _register("bitwise_not", lambda x: BinOp("xor", x, all_ones(x.dtype)))
 _register("bit_shift", shift)
+_register("bitcast", lambda x, to: cast(x, to) if x.dtype == "bool" else Call("bitcast", (x,), to))
