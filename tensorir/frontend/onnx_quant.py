@@ -173,13 +173,8 @@ def _requantize(
     axis = axis + len(shape) if axis < 0 else axis
     y = ctx.add("mul", [acc, _param(ctx, node, m, len(shape), axis, 0, shape[axis])])[0]
     zp = ctx.input(node, 7)
-    one = ctx.const(np.float32(1.0))
-    return _quantize_plain(ctx, node, y, one, zp)
-
-
-def _quantize_plain(ctx: ImportContext, node: onnx.NodeProto, y: Value, one: Value, zp: Value) -> Value:
-    flat = onnx.helper.make_node("QuantizeLinear", [], [node.output[0]], name=node.name)
-    return quantize(ctx, flat, y, one, zp, ctx.type_of(zp).dtype)
+    # the node has no axis / block_size: scale 1 and y_zp are per tensor
+    return quantize(ctx, node, y, ctx.const(np.float32(1.0)), zp, ctx.type_of(zp).dtype)
 
 
 @converter("QLinearMatMul")
