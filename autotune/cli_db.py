@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -91,18 +90,9 @@ def add_db_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _open_db(path: str | None, create: bool = False):
-    from autotune.database import Database, default_path
+    from autotune.db_open import open_database
 
-    p = Path(path) if path is not None else default_path()
-    what = f"--db {path}" if path is not None else f"tuning database {p}"
-    if not create and not p.exists():
-        raise InputError(f"{what}: no such file")
-    if p.is_dir():
-        raise InputError(f"{what}: is a folder, not a database file")
-    try:
-        return Database(p)
-    except sqlite3.DatabaseError as e:
-        raise InputError(f"{what}: not a tuning database ({e})") from None
+    return open_database(path, create=create)
 
 
 def _load(path: str) -> list[dict]:

@@ -105,7 +105,7 @@ def add_tune_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
-    from autotune.database import Database
+    from autotune.db_open import open_database
     from autotune.measure import MeasureOptions
     from autotune.task import extract_tasks, load_graph
     from autotune.tuner import TuneOptions, Tuner
@@ -122,7 +122,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     shapes = dict(parse_shape_arg(s) for s in args.input_shape)
     servers, token = _rpc_servers(args)
     device = _device_key(args, dev, servers, token)  # a remote device fails here, before any work
-    db = Database(args.db)
+    db = open_database(args.db)
     migrate_legacy_host(db)
     graph = load_graph(args.model, target, shapes)
     block = None

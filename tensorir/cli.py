@@ -224,6 +224,10 @@ def _open_records(source: str, device: str | None, target: str):
         if source == "auto":
             return None
         raise TirError("--records needs the autotune package (pip install -e .)") from None
+    from autotune.db_open import open_database, postgres_url
+
+    if source != "auto" and postgres_url(source, "--records") is not None:
+        open_database(source, create=False, option="--records")
     path = None if source == "auto" else Path(source)
     if path is not None and not path.exists():
         raise TirError(f"--records {source!r}: no such file or folder")
