@@ -24,14 +24,13 @@ import time
 import traceback
 from collections.abc import Sequence
 from multiprocessing.connection import Connection, wait
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from autotune.builders import Built, builder_for
 from autotune.runners import WrongResult, runner_for
 from autotune.task import Task
-from tensorir.loop.ir import LoopFunc
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,6 +81,40 @@ class MeasureResult:
         return (max(self.costs) - min(self.costs)) / max(self.cost, 1e-12)
 
 
+class MeasurerLike(Protocol):
+    """What the tuner measures through: this module's process-pool `Measurer`, or
+    autotune/ray_measure.py's `RayMeasurer` (builds as Ray tasks, runs on device actors)."""
+
+    def measure(self, task: Task, configs: Sequence[dict]) -> list[MeasureResult]: ...
+
+    def features(self, task: Task, configs: Sequence[dict]) -> list[np.ndarray | None]: ...
+
+    def __enter__(self) -> MeasurerLike: ...
+
+    def __exit__(self, *exc: Any) -> None: ...
+
+
+def candidate_features_of(task: Task, config: dict, target: str, profile: Any = None) -> np.ndarray:
+    """Cost-model features of one config: the unexpanded loop nest's features and the knob
+    values (with the OpenCL device profile's when `profile` is given)."""
+    from autotune.features import extract_features
+    from autotune.gpu_features import gpu_features
+    from autotune.knob_features import candidate_features
+
+    nest, _ = task.build(config, target, passes=False)
+    full = task.space(target).complete(config)
+    gpu = gpu_features(nest, profile) if profile is not None else None
+    return candidate_features(extract_features(nest), full, gpu)
+
+
+def device_profile_of(target: str) -> Any:
+    """The OpenCL device profile of `target` (None for a CPU target): GPU features need it."""
+    from tensorir.target import get_target
+
+    t = get_target(target)
+    return t.device_profile() if t.kind == "opencl" else None
+
+
 # ---- the worker process ------------------------------------------------------------------
 class _WorkerState:
     """A worker's task, inputs and reference, and its builder and runner (autotune/builders.py,
@@ -92,7 +125,7 @@ class _WorkerState:
 
         self.options = options
         target = get_target(options.target)
-        self.profile = target.device_profile() if target.kind == "opencl" else None
+        self.profile = device_profile_of(options.target)
         self.builder = builder_for(target, options)
         self.runner = runner_for(target, options)
         self.task: Task | None = None
@@ -110,17 +143,10 @@ class _WorkerState:
         t0 = time.perf_counter()
         self.built[ident] = self.builder.build(self.task, config)
         build_s = time.perf_counter() - t0
-        nest, _ = self.task.build(config, self.options.target, passes=False)
-        return ("built", ident, build_s, self._features(nest, config))
+        return ("built", ident, build_s, self._features(config))
 
-    def _features(self, nest: LoopFunc, config: dict) -> np.ndarray:
-        from autotune.features import extract_features
-        from autotune.gpu_features import gpu_features
-        from autotune.knob_features import candidate_features
-
-        full = self.task.space(self.options.target).complete(config)
-        gpu = gpu_features(nest, self.profile) if self.profile is not None else None
-        return candidate_features(extract_features(nest), full, gpu)
+    def _features(self, config: dict) -> np.ndarray:
+        return candidate_features_of(self.task, config, self.options.target, self.profile)
 
     def features(self, ident: int, configs: list[dict]) -> tuple:
         """Cost-model features of configs (the unexpanded loop nest and the knob values;
@@ -128,8 +154,7 @@ class _WorkerState:
         out = []
         for cfg in configs:
             try:
-                nest, _ = self.task.build(cfg, self.options.target, passes=False)
-                out.append(self._features(nest, cfg))
+                out.append(self._features(cfg))
             except Exception:  # an illegal candidate just gets no features
                 out.append(None)
         return ("features", ident, out)

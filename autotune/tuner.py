@@ -6,12 +6,14 @@
 Every round the task scheduler picks the task where more trials promise the largest
 end-to-end gain (all tasks get a first batch, heaviest first; then the one maximizing
 count x best cost x (recent relative improvement + 0.05): time spent where the model spends
-time and where search still pays), its `TaskSearch` proposes a batch, the `Measurer` builds
-and times it, and each result is committed to the database at once (a killed tuner keeps
-every finished measurement). The cost model (one for all tasks, groups = tasks) is retrained
-and saved beside the database after each batch, so a later run — on this model or another —
-starts from it (transfer). On start, the database's records of each task are replayed into
-its search: a restarted run skips what was measured and goes on from the best so far.
+time and where search still pays), its `TaskSearch` proposes a batch, the measurer
+(autotune/measure.py's process pool, or Ray's tasks and device actors:
+autotune/ray_measure.py) builds and times it, and each result is committed to the database
+at once (a killed tuner keeps every finished measurement). The cost model (one for all
+tasks, groups = tasks) is retrained and saved beside the database after each batch, so a
+later run — on this model or another — starts from it (transfer). On start, the database's
+records of each task are replayed into its search: a restarted run skips what was measured
+and goes on from the best so far.
 A task stops after `early_stopping` trials without improvement or when its space is used up.
 """
 
@@ -31,7 +33,7 @@ import numpy as np
 from autotune.cost_model import CostModel
 from autotune.database import Database
 from autotune.knob_features import NUM_CANDIDATE_FEATURES
-from autotune.measure import MeasureOptions, Measurer, MeasureResult
+from autotune.measure import MeasureOptions, Measurer, MeasureResult, MeasurerLike
 from autotune.runners import timing_of
 from autotune.search import TaskSearch
 from autotune.task import Task
@@ -103,8 +105,10 @@ class Tuner:
         options: TuneOptions | None = None,
         measure: MeasureOptions | None = None,
         on_batch: Callable[[TaskState, list[MeasureResult]], None] | None = None,
+        measurer: Callable[[MeasureOptions], MeasurerLike] = Measurer,
     ) -> None:
         self.options = options or TuneOptions()
+        self.make_measurer = measurer  # the process-pool Measurer, or ray_measure.RayMeasurer's
         self.db = db
         self.measure_options = measure or MeasureOptions(target=self.options.target)
         self.rng = random.Random(self.options.seed)
@@ -180,14 +184,14 @@ class Tuner:
         opt = self.options
         start = time.monotonic()
         bar = _progress(opt.trials, self.trials, opt.progress)
-        with Measurer(self.measure_options) as measurer:
+        with self.make_measurer(self.measure_options) as measurer:
             while opt.time_budget_s is None or time.monotonic() - start <= opt.time_budget_s:
                 if not self.step(measurer, bar):
                     break
         bar.close()
         return TuneSummary(self.trials, time.monotonic() - start, self.states)
 
-    def step(self, measurer: Measurer, bar: Any = None) -> bool:
+    def step(self, measurer: MeasurerLike, bar: Any = None) -> bool:
         """Measure one batch of the task the scheduler picks; False when there is nothing
         left to do (trial budget spent, every task stopped). `run` is a loop over this; a
         caller that interleaves two tuners (benchmarks/tune_eval.py) steps them in turn."""
@@ -200,7 +204,7 @@ class Tuner:
         self._batch(st, n, measurer, bar if bar is not None else _NoBar())
         return True
 
-    def _batch(self, st: TaskState, n: int, measurer: Measurer, bar: Any) -> None:
+    def _batch(self, st: TaskState, n: int, measurer: MeasurerLike, bar: Any) -> None:
         def featurize(cfgs):
             return measurer.features(st.task, cfgs)
 
