@@ -14,7 +14,8 @@ PKG_ARM64=(qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross)   # ARM64 only
 PKG_OPENCL=(pocl-opencl-icd ocl-icd-libopencl1)   # OpenCL on the CPU (the OpenCL tests)
 PKG_CLANG=(clang-15)   # builds the OpenCL host runtime, the C drivers of the memcheck and adb tests
 PKG_VALGRIND=(valgrind)   # memcheck of the compiled zoo (tests/e2e/test_memcheck.py)
-APT_PACKAGES=("${PKG_LINK[@]}" "${PKG_ARM64[@]}" "${PKG_OPENCL[@]}" "${PKG_CLANG[@]}" "${PKG_VALGRIND[@]}")
+PKG_PG=(postgresql)   # initdb / pg_ctl: the tests start a throw-away server (PostgreSQL tuning database)
+APT_PACKAGES=("${PKG_LINK[@]}" "${PKG_ARM64[@]}" "${PKG_OPENCL[@]}" "${PKG_CLANG[@]}" "${PKG_VALGRIND[@]}" "${PKG_PG[@]}")
 VENV=.venv
 PY=${PYTHON:-python3}
 
@@ -55,6 +56,7 @@ install_apt() {
   report "OpenCL on the CPU (PoCL): the OpenCL tests" "${PKG_OPENCL[@]}"
   report "builds the OpenCL host runtime (OpenCL targets and tests), the memcheck and adb test drivers" "${PKG_CLANG[@]}"
   report "the memcheck test (tests/e2e/test_memcheck.py)" "${PKG_VALGRIND[@]}"
+  report "the PostgreSQL tuning-database tests (tests/pg_server.py starts a server)" "${PKG_PG[@]}"
   return 0
 }
 

@@ -19,10 +19,13 @@ import os
 import re
 import sqlite3
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
 from tensorir.errors import InputError
+
+if TYPE_CHECKING:
+    from autotune.db_store import RecordStore
 
 POSTGRES_SCHEMES = ("postgresql", "postgres")
 _URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
@@ -80,13 +83,18 @@ def sqlite_path(spec: str | os.PathLike | None, create: bool = True, option: str
     return path
 
 
-def open_database(spec: str | os.PathLike | None, create: bool = True, option: str = "--db") -> Any:
-    """The tuning database ``spec`` names (see the module docstring): a
-    :class:`autotune.database.Database`. ``option`` is what error messages call the spec."""
-    if postgres_url(spec, option) is not None:
-        raise InputError(
-            f"{option} {mask_url(os.fspath(spec))}: PostgreSQL databases are not supported by this version"
-        )
+def open_database(spec: str | os.PathLike | None, create: bool = True, option: str = "--db") -> RecordStore:
+    """The tuning database ``spec`` names (see the module docstring): a SQLite
+    :class:`autotune.database.Database` or a :class:`autotune.db_postgres.PostgresDatabase`
+    (both :class:`autotune.db_store.RecordStore`). ``option`` is what messages call the spec."""
+    url = postgres_url(spec, option)
+    if url is not None:
+        from autotune.db_postgres import PostgresDatabase
+
+        try:
+            return PostgresDatabase(url)
+        except InputError as e:
+            raise InputError(f"{option} {e}") from None
     from autotune.database import Database
 
     path = sqlite_path(spec, create, option)

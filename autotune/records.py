@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from autotune import database
+from autotune.db_open import open_database, postgres_url
 from tensorir.errors import InputError
 
 DEFAULT_LOGS = Path("tuning_logs")
@@ -71,7 +72,7 @@ class Records:
         ``./tuning_logs`` if it exists)."""
         self = cls(device, target)
         if db is not False:  # False: no database, only the logs
-            self.load_db(Path(db) if db is not None else database.default_path())
+            self.load_db(db_source(db))
         if logs is None and DEFAULT_LOGS.is_dir():
             logs = DEFAULT_LOGS
         if logs is not None and logs is not False:
@@ -102,7 +103,7 @@ class Records:
         from autotune.device_keys import choose_key, device_key, legacy_alias
 
         want = device_key(target, threads, local_gpu_name(target))
-        db_path = None if db is False else Path(db) if db is not None else database.default_path()
+        db_path = None if db is False else db_source(db)
         if logs is False:  # no logs, only the database
             logs_path = None
         else:
@@ -130,27 +131,20 @@ class Records:
             self._best[key] = (alone, cost, rid, rank, config, source)
 
     def load_db(self, path: str | os.PathLike) -> int:
-        """Add the database's best rows (read-only). Returns how many workloads it had."""
-        path = Path(path)
-        if not path.exists():
-            return 0
-        try:
-            conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-        except sqlite3.Error as e:
-            raise InputError(f"tuning database {str(path)!r}: {e}") from None
-        try:
-            has = conn.execute(
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", [database.TABLE]
-            ).fetchone()
-            rows = database.best_rows(conn, self.device, self.target) if has else []
-        except sqlite3.DatabaseError as e:
-            raise InputError(f"tuning database {str(path)!r}: {e}") from None
-        finally:
-            conn.close()
+        """Add the database's best rows (read-only; a PostgreSQL URL too). Returns how many
+        workloads it had."""
+        if isinstance(path, str) and postgres_url(path, "--records") is not None:
+            with open_database(path, option="--records") as db:
+                rows, name = db.best_rows(self.device, self.target), str(db.path)
+        else:
+            path = Path(path)
+            if not path.exists():
+                return 0
+            rows, name = _sqlite_best_rows(path, self.device, self.target), str(path)
         for r in rows:
             config = json.loads(r["config"])
             self._offer(r["workload_key"], r.get("timing"), r["mean_cost"], r["id"], 0, config, "db")
-        self.sources.append(str(path))
+        self.sources.append(name)
         return len(rows)
 
     def load_jsonl(self, path: str | os.PathLike) -> int:
@@ -213,6 +207,31 @@ class Records:
         return f"Records(device={self.device!r}, target={self.target!r}, workloads={len(self)})"
 
 
+def _sqlite_best_rows(path: Path, device: str, target: str | None) -> list[dict]:
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error as e:
+        raise InputError(f"tuning database {str(path)!r}: {e}") from None
+    try:
+        has = conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", [database.TABLE]
+        ).fetchone()
+        return database.best_rows(conn, device, target) if has else []
+    except sqlite3.DatabaseError as e:
+        raise InputError(f"tuning database {str(path)!r}: {e}") from None
+    finally:
+        conn.close()
+
+
+def db_source(db: str | os.PathLike | None) -> Path | str:
+    """A database spec as :class:`Records` reads it: a PostgreSQL URL as it is, a file path
+    as a Path (None: :func:`autotune.database.default_path`)."""
+    if db is None:
+        return database.default_path()
+    url = postgres_url(db, "--records")
+    return url if url is not None else Path(db)
+
+
 def local_gpu_name(target: Any) -> str | None:
     """The name of the local OpenCL device of an OpenCL target's profile (None: a CPU target,
     or no such device here: a compile for a device that is not present)."""
@@ -233,13 +252,16 @@ def _local_cpu_key() -> str:
     return cpu_key(host_target())
 
 
-def stored_devices(db: Path | None, logs: Path | None) -> set[str]:
-    """The device keys that have records in a database file and a logs folder or file (None:
-    that source is not read)."""
+def stored_devices(db: Path | str | None, logs: Path | None) -> set[str]:
+    """The device keys that have records in a database (a file, or a PostgreSQL URL) and a
+    logs folder or file (None: that source is not read)."""
     return (_db_devices(db) if db else set()) | (_log_devices(logs) if logs is not None else set())
 
 
-def _db_devices(path: Path) -> set[str]:
+def _db_devices(path: Path | str) -> set[str]:
+    if isinstance(path, str):  # a PostgreSQL URL (db_source)
+        with open_database(path, option="--records") as db:
+            return set(db.devices())
     if not path.exists():
         return set()
     try:

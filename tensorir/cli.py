@@ -224,15 +224,16 @@ def _open_records(source: str, device: str | None, target: str):
         if source == "auto":
             return None
         raise TirError("--records needs the autotune package (pip install -e .)") from None
-    from autotune.db_open import open_database, postgres_url
+    from autotune.db_open import postgres_url
 
-    if source != "auto" and postgres_url(source, "--records") is not None:
-        open_database(source, create=False, option="--records")
-    path = None if source == "auto" else Path(source)
+    url = postgres_url(source, "--records") if source != "auto" else None  # another scheme: refused
+    path = None if source == "auto" or url is not None else Path(source)
     if path is not None and not path.exists():
         raise TirError(f"--records {source!r}: no such file or folder")
     is_log = path is not None and (path.is_dir() or path.suffix == ".jsonl")
     db, logs = (None, None) if path is None else ((False, path) if is_log else (path, None))
+    if url is not None:  # a PostgreSQL tuning database
+        db = url
     if device is None:
         from tensorir.target import get_target
 
@@ -243,12 +244,11 @@ def _open_records(source: str, device: str | None, target: str):
     return records
 
 
-def _no_records_of(device: str, db: Path | bool | None, logs: Path | None) -> NoReturn:
+def _no_records_of(device: str, db: Path | str | bool | None, logs: Path | None) -> NoReturn:
     """The TirError for a --device that has no records in the sources, naming those that do."""
-    from autotune import database
-    from autotune.records import DEFAULT_LOGS, stored_devices
+    from autotune.records import DEFAULT_LOGS, db_source, stored_devices
 
-    db_path = None if db is False else Path(db or database.default_path())
+    db_path = None if db is False else db_source(db)
     logs_path = logs if logs is not None else (DEFAULT_LOGS if DEFAULT_LOGS.is_dir() else None)
     known = stored_devices(db_path, logs_path)
     named = ", ".join(sorted(known)) or "none (run tir tune first)"

@@ -1,4 +1,7 @@
-"""Tuning database: round trip, deterministic export, concurrent writers, crash safety."""
+"""Tuning database: round trip, deterministic export, concurrent writers, crash safety.
+
+The contract tests run on both backends (SQLite and PostgreSQL, the ``backend`` fixture of
+tests/autotune/conftest.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ import signal
 import pytest
 
 from autotune.database import SCHEMA_VERSION, Database, default_path, record_id
+from autotune.db_open import open_database
 
 
 def rec(i: int, wk: str = "conv2d_1x3x8x8", device: str = "cpu-x86", cost: float | None = None, **kw):
@@ -37,8 +41,8 @@ def test_default_path_from_config(tmp_path, monkeypatch):
     assert (tmp_path / "cache" / "tuning.db").exists()
 
 
-def test_round_trip_best_export_import(tmp_path):
-    db = Database(tmp_path / "a.db")
+def test_round_trip_best_export_import(tmp_path, backend):
+    db = backend.open("a")
     for i in range(20):
         db.add(rec(i, wk=f"w{i % 3}", device="cpu" if i % 2 else "gpu"))
     db.add(rec(0, wk="w0", device="gpu", cost=5.0))  # re-measurement replaces (same id)
@@ -62,7 +66,7 @@ def test_round_trip_best_export_import(tmp_path):
     assert all(line == json.dumps(json.loads(line), sort_keys=True, separators=(",", ":")) for line in lines)
     assert db.export_jsonl(tmp_path / "cpu.jsonl", device="cpu") == 10
 
-    db2 = Database(tmp_path / "b.db")
+    db2 = backend.open("b")
     assert db2.import_jsonl(out1) == 20
     assert db2.records() == db.records()
     assert db2.best("w1", "cpu") == best
@@ -73,8 +77,8 @@ def test_round_trip_best_export_import(tmp_path):
     assert (tmp_path / "b.jsonl").read_bytes() == out1.read_bytes()
 
 
-def test_errors_recorded_and_excluded_from_best(tmp_path):
-    db = Database(tmp_path / "e.db")
+def test_errors_recorded_and_excluded_from_best(tmp_path, backend):
+    db = backend.open("e")
     db.add(rec(1, cost=2e-3))
     db.add(rec(2, costs=[], error="build timeout after 10 s"))
     db.add(rec(3, costs=[math.inf], mean_cost=math.inf, error="RuntimeError: segfault in kernel"))
@@ -88,7 +92,7 @@ def test_errors_recorded_and_excluded_from_best(tmp_path):
     # exported files are strict JSON (no Infinity) and come back unchanged
     db.export_jsonl(tmp_path / "e.jsonl")
     assert "Infinity" not in (tmp_path / "e.jsonl").read_text()
-    db2 = Database(tmp_path / "e2.db")
+    db2 = backend.open("e2")
     db2.import_jsonl(tmp_path / "e.jsonl")
     assert db2.records() == db.records()
     # only errors -> no best
@@ -96,8 +100,8 @@ def test_errors_recorded_and_excluded_from_best(tmp_path):
     assert db.best("bad", "cpu-x86") is None
 
 
-def test_prune_and_stats(tmp_path):
-    db = Database(tmp_path / "p.db")
+def test_prune_and_stats(backend):
+    db = backend.open("p")
     for i in range(30):
         db.add(rec(i, wk=f"w{i % 2}", cost=float(i + 1)))
     db.add(rec(100, error="x"))
@@ -108,40 +112,50 @@ def test_prune_and_stats(tmp_path):
     assert sorted(r["mean_cost"] for r in left if r["workload_key"] == "w0") == [1.0, 3.0, 5.0]
     assert sorted(r["mean_cost"] for r in left if r["workload_key"] == "w1") == [2.0, 4.0, 6.0]
     assert len(db.records("other")) == 1 and db.stats()["count"] == 7
+    assert db.prune("cpu-x86", keep_top=None) == 0  # no errors left
+    db.add(rec(101, wk="w0", error="y"))
+    assert db.prune("cpu-x86", keep_top=1, drop_errors=False) == 4
+    assert db.record_counts("cpu-x86") == {("w0", "cpu-x86"): 2, ("w1", "cpu-x86"): 1}
+    assert db.workload_count() == 3 and db.workload_count("other") == 1
+    assert db.devices() == ["cpu-x86", "other"] and db.size_bytes() > 0
+    assert db.rename_device("other", "renamed") == 1 and db.devices() == ["cpu-x86", "renamed"]
 
 
-def _writer(path: str, tag: str, n: int) -> None:
-    db = Database(path)
+def _writer(spec: str, tag: str, n: int) -> None:
+    db = open_database(spec)
     for i in range(n):
         db.add(rec(i, wk=f"wk-{tag}-{i % 5}"))
     db.close()
 
 
-def test_two_processes_write_concurrently(tmp_path):
-    path = str(tmp_path / "c.db")
-    Database(path).close()
+def test_processes_write_concurrently(backend):
+    """Four writer processes (two of them writing the same records): each record once."""
+    spec = backend.spec("c")
+    backend.open("c").close()
     ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=_writer, args=(path, tag, 200)) for tag in ("a", "b")]
+    procs = [ctx.Process(target=_writer, args=(spec, tag, 150)) for tag in ("a", "b", "c", "c")]
     for p in procs:
         p.start()
     for p in procs:
         p.join(60)
         assert p.exitcode == 0
-    db = Database(path)
-    assert len(db) == 400
-    assert db.db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    db = open_database(spec)
+    assert len(db) == 450 and len({r["id"] for r in db.records()}) == 450
+    assert db.record_counts() == {(f"wk-{t}-{k}", "cpu-x86"): 30 for t in "abc" for k in range(5)}
+    if backend.kind == "sqlite":
+        assert db.db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
 
 
-def _crasher(path: str, conn) -> None:
-    db = Database(path)
+def _crasher(spec: str, conn) -> None:
+    db = open_database(spec)
     for i in range(1_000_000):
         db.add(rec(i))
         conn.send(i)  # reported only after the commit returned
 
 
 @pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
-def test_sigkill_mid_run_keeps_finished_records(tmp_path):
-    path = str(tmp_path / "k.db")
+def test_sigkill_mid_run_keeps_finished_records(backend):
+    path = backend.spec("k")
     ctx = mp.get_context("spawn")
     recv, send = ctx.Pipe(duplex=False)
     p = ctx.Process(target=_crasher, args=(path, send))
@@ -161,8 +175,9 @@ def test_sigkill_mid_run_keeps_finished_records(tmp_path):
         pass
     assert done == list(range(len(done)))
 
-    db = Database(path)  # reopens after the crash (WAL recovery)
-    assert db.db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    db = open_database(path)  # reopens after the crash (SQLite: WAL recovery)
+    if backend.kind == "sqlite":
+        assert db.db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     have = {r["config"]["i"] for r in db.records()}
     assert set(done) <= have  # every finished record survived
     assert len(have) <= len(done) + 1  # at most the one committed but not yet reported
@@ -173,13 +188,13 @@ def test_sigkill_mid_run_keeps_finished_records(tmp_path):
     assert db.best("conv2d_1x3x8x8", "cpu-x86") is not None
 
 
-def test_records_say_how_they_were_timed_and_in_model_records_win(tmp_path):
+def test_records_say_how_they_were_timed_and_in_model_records_win(tmp_path, backend):
     """A record timed inside the model outranks records timed alone, whatever their costs;
     it lives beside the alone record of the same config (its id includes the timing)."""
     from autotune.records import Records
 
-    path = tmp_path / "t.db"
-    db = Database(path)
+    path = backend.spec("t")
+    db = open_database(path)
     db.add(rec(1, wk="w", cost=1e-3, timing="cold"))
     db.add(rec(2, wk="w", cost=2e-3, timing="warm"))
     assert db.best("w", "cpu-x86")["config"]["i"] == 1

@@ -3,7 +3,8 @@
 Every distribution in pyproject.toml's `dependencies` (and in the `tf` and `plot` extras, which
 package features use) must provide a module that tensorir/ or autotune/ imports; `import
 tensorir`, building the CLI and compiling and running a model for the host must not import
-pyopencl, TensorFlow, matplotlib or XGBoost (a user without OpenCL or TensorFlow can use them).
+pyopencl, TensorFlow, matplotlib, XGBoost or psycopg (a user without OpenCL or TensorFlow can use
+them; only a PostgreSQL tuning database loads psycopg).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from tensorir.cli import main
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("tensorir", "autotune")
 FEATURE_EXTRAS = ("tf", "plot")  # extras the package code uses (dev: the tests' and tools')
-HEAVY = ("pyopencl", "tensorflow", "matplotlib", "xgboost")
+HEAVY = ("pyopencl", "tensorflow", "matplotlib", "xgboost", "psycopg")
 
 
 def _canonical(name: str) -> str:
