@@ -64,7 +64,11 @@ def add_tune_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", default="host", help=f"what to tune for ({', '.join(tuning_device_names())})")
     p.add_argument("--trials", type=int, default=200, help="total measurements (default 200)")
     p.add_argument("--time-budget", metavar="T", help="stop after T (e.g. 20m); resumable")
-    p.add_argument("--db", metavar="PATH", help="tuning database (default: the user cache)")
+    p.add_argument(
+        "--db",
+        metavar="PATH",
+        help="tuning database: a SQLite file or a postgresql:// URL (default: the user cache)",
+    )
     p.add_argument("--batch", type=int, default=8, help="candidates per round")
     p.add_argument("--early-stopping", type=int, default=48, help="per task: trials without improvement")
     p.add_argument("--search", default="model", choices=["model", "random"])
