@@ -6,10 +6,19 @@
     tir db top [--db PATH] [--device D] [--workload SUBSTR] [-n 10]    best record per workload
     tir db prune [--db PATH] [--device D] [--keep N] [--errors]        drop slow / failed records
     tir db stats [--db PATH]                                           counts and size
+    tir db push [--db PATH] --to URL [--device D]                      local db -> server
+    tir db pull --from URL [--db PATH] [--device D]                    server -> local db
 
-``--db`` defaults to ``autotune.database.default_path()`` (``$TIR_CACHE_DIR/tuning.db``).
-Bad input (a missing file, a malformed JSON line, an unknown device) is one line on stderr
-naming the file (and line) or option, exit status 2.
+``--db`` defaults to ``autotune.database.default_path()`` (``$TIR_CACHE_DIR/tuning.db``). Every
+``--db``, ``--to`` and ``--from`` takes a SQLite file path or a PostgreSQL URL
+(``postgresql://user@host:5432/dbname``; the password from the URL or libpq's PGPASSWORD /
+~/.pgpass, never shown in messages): a team shares one server, ``tir tune --db URL`` writes
+to it directly, and ``push`` / ``pull`` move records between it and a local file (upserts
+by record id: pushing twice adds nothing; the counts say new / replaced / skipped).
+
+Bad input (a missing file, a malformed JSON line, an unknown device, a URL of another scheme,
+a server that does not answer) is one line on stderr naming the file (and line) or option,
+exit status 2.
 
 Logs as a git merge driver: every exported or merged log is sorted and de-duplicated, so two
 branches that both added records merge as a plain union. Tell git once per clone::
@@ -40,11 +49,23 @@ from tensorir.errors import InputError
 
 def add_db_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register `tir db` and its subcommands on the `tir` subparsers object."""
-    p = subparsers.add_parser("db", help="tuning records: export / import / merge / top / prune / stats")
-    sub = p.add_subparsers(dest="db_command", required=True, metavar="{export,import,merge,top,prune,stats}")
+    p = subparsers.add_parser(
+        "db",
+        help="tuning records: export / import / merge / top / prune / stats / push / pull",
+        description="Manage the tuning database (a SQLite file, or a PostgreSQL server given as "
+        "postgresql://user@host/dbname) and the shared JSON Lines logs. push / pull copy records "
+        "between a local file and a server.",
+    )
+    sub = p.add_subparsers(
+        dest="db_command", required=True, metavar="{export,import,merge,top,prune,stats,push,pull}"
+    )
 
     def db_arg(q: argparse.ArgumentParser) -> None:
-        q.add_argument("--db", metavar="PATH", help="tuning database (default: $TIR_CACHE_DIR/tuning.db)")
+        q.add_argument(
+            "--db",
+            metavar="PATH",
+            help="tuning database: a SQLite file or a postgresql:// URL (default: $TIR_CACHE_DIR/tuning.db)",
+        )
 
     q = sub.add_parser("export", help="write sorted JSON Lines logs DIR/<device>.jsonl")
     db_arg(q)
@@ -83,16 +104,30 @@ def add_db_parser(subparsers: Any) -> argparse.ArgumentParser:
     q = sub.add_parser("stats", help="records, workloads, devices, errors and size of the database")
     db_arg(q)
     q.set_defaults(func=cmd_stats)
+
+    q = sub.add_parser("push", help="copy the records of --db (a local file) to --to (a PostgreSQL server)")
+    db_arg(q)
+    q.add_argument("--to", required=True, metavar="URL", help="where to: postgresql://user@host/dbname")
+    q.add_argument("--device", help="only this device (default: every device)")
+    q.set_defaults(func=cmd_push)
+
+    q = sub.add_parser("pull", help="copy the records of --from (a PostgreSQL server) into --db (a file)")
+    q.add_argument(
+        "--from", dest="source", required=True, metavar="URL", help="postgresql://user@host/dbname"
+    )
+    db_arg(q)
+    q.add_argument("--device", help="only this device (default: every device)")
+    q.set_defaults(func=cmd_pull)
     return p
 
 
 # -- helpers ---------------------------------------------------------------------------------
 
 
-def _open_db(path: str | None, create: bool = False):
+def _open_db(path: str | None, create: bool = False, option: str = "--db"):
     from autotune.db_open import open_database
 
-    return open_database(path, create=create)
+    return open_database(path, create=create, option=option)
 
 
 def _load(path: str) -> list[dict]:
@@ -295,3 +330,27 @@ def cmd_stats(args: argparse.Namespace) -> int:
         ]
     print(_table(["", ""], rows + per_device, set()).split("\n", 1)[1])
     return 0
+
+
+def _copy(source: tuple[str | None, str], dest: tuple[str | None, str], device: str | None) -> int:
+    """Copy the records of ``device`` (default all) between two databases, each given as
+    (spec, option); the destination is created if missing, the source must exist."""
+    with _open_db(source[0], option=source[1]) as src:
+        _check_device(src, device)
+        rows = src.rows(device)
+        with _open_db(dest[0], create=True, option=dest[1]) as dst:
+            counts = dst.import_rows(rows)
+            print(
+                f"{src.path} -> {dst.path}: {len(rows)} records, {counts['new']} new, "
+                f"{counts['replaced']} replaced, {counts['skipped']} skipped"
+            )
+            print(f"{dst.path}: {len(dst)} records")
+    return 0
+
+
+def cmd_push(args: argparse.Namespace) -> int:
+    return _copy((args.db, "--db"), (args.to, "--to"), args.device)
+
+
+def cmd_pull(args: argparse.Namespace) -> int:
+    return _copy((args.source, "--from"), (args.db, "--db"), args.device)

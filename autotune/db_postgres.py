@@ -98,9 +98,10 @@ class PostgresDatabase(RecordStore):
             raise InputError(f"{self.path}: cannot connect to PostgreSQL: {_one_line(e)}") from None
         try:
             migrate(self.conn)
-        except psycopg.Error as e:
+        except (psycopg.Error, InputError) as e:
             self.conn.close()
-            raise InputError(f"{self.path}: cannot set up the tuning tables: {_one_line(e)}") from None
+            what = "cannot set up the tuning tables: " if isinstance(e, psycopg.Error) else ""
+            raise InputError(f"{self.path}: {what}{_one_line(e)}") from None
         except BaseException:
             self.conn.close()
             raise

@@ -37,15 +37,20 @@ def _cache(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
 
 
-@pytest.fixture
-def db_path(tmp_path) -> str:
-    path = tmp_path / "t.db"
+def fill(path: str | Path) -> str:
+    """A SQLite tuning database at ``path`` with 14 records (11 on device cpu, one an error;
+    3 on gpu) of 4 workloads."""
     with Database(path) as db:
         for i in range(12):
             db.add(rec(f"conv_w{i % 3}", i, 1e-3 * (i + 1), device="cpu" if i % 4 else "gpu"))
         db.add(rec("conv_w0", 50, None, error="build timeout"))
         db.add(rec("matmul_64", 60, 2e-3, config={"tile": [8], "flops": 2 * 64**3}))
     return str(path)
+
+
+@pytest.fixture
+def db_path(tmp_path) -> str:
+    return fill(tmp_path / "t.db")
 
 
 def tir(argv: list[str], capsys) -> tuple[int, str, str]:
