@@ -34,6 +34,7 @@ from tensorir.ops.registry import NoScheduleError, is_tunable
 from tensorir.ops.workload import workload_key
 from tensorir.passes.memory_plan import ALIGN, storage_root
 from tensorir.plan import Arg, Copy, KernelCall
+from tensorir.runtime.lengths import output_specs
 from tensorir.target import Target
 
 LIB_NAME = "libmodel.so"
@@ -255,6 +256,12 @@ def _io(g: Graph, values: Sequence[tuple[str, Value]]) -> list[dict[str, Any]]:
     return [{"name": n, "shape": list(g.type_of(v).shape), "dtype": g.type_of(v).dtype} for n, v in values]
 
 
+def _outputs_io(g: Graph) -> list[dict[str, Any]]:
+    """The outputs' entries, with the length keys of runtime/lengths.py."""
+    specs = output_specs([n for n, _ in g.outputs], g.output_lengths)
+    return [{**io, **spec} for io, spec in zip(_io(g, g.outputs), specs, strict=True)]
+
+
 def make_manifest(
     raw: bytes,
     graph: Graph,
@@ -283,7 +290,7 @@ def make_manifest(
         "model_sha256": hashlib.sha256(raw).hexdigest(),
         "layout_block": block,
         "inputs": _io(graph, [(graph.node(n).name, Value(n)) for n in graph.graph_inputs()]),
-        "outputs": _io(graph, graph.outputs),
+        "outputs": _outputs_io(graph),
         "workspace_bytes": plan.workspace,
         "workspace_lower_bound": plan.lower_bound,
         "workspace_no_reuse": plan.no_reuse,

@@ -21,6 +21,7 @@ from onnx.backend.base import Backend, BackendRep, namedtupledict
 
 from tensorir.frontend.onnx import check_supported, from_onnx
 from tensorir.frontend.structured import flat_values, regroup
+from tensorir.runtime.lengths import trim_graph_outputs
 from tensorir.runtime.reference import run_reference
 
 _TARGETS = ("ref", "host")
@@ -54,7 +55,7 @@ class TirBackendRep(BackendRep):
             from tensorir.runtime.executor import CompiledGraph
 
             outs = CompiledGraph(graph, self.target).run(flat)
-        names = [n for n, _ in graph.outputs]
+        names, outs = trim_graph_outputs([n for n, _ in graph.outputs], graph.output_lengths, outs)
         grouped = regroup(self.model.graph.output, names, outs)
         return namedtupledict("Outputs", [o.name for o in self.model.graph.output])(*grouped)
 

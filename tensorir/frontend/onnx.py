@@ -32,6 +32,7 @@ import onnx.numpy_helper
 
 from tensorir.debug import stage
 from tensorir.errors import ModelError, ShapeError, TirError, UnsupportedOpError
+from tensorir.frontend.lengths import Length, add_length_outputs, follow
 from tensorir.frontend.onnx_functions import expand_functions
 from tensorir.frontend.structured import flat_outputs, flat_values, structured_input
 from tensorir.graph.graph import Graph, Value
@@ -40,6 +41,9 @@ from tensorir.ops.registry import get_op
 
 Converter = Callable[["ImportContext", onnx.NodeProto], Sequence[Value]]
 CONVERTERS: dict[str, Converter] = {}
+# converters used instead when an input has a data-dependent length (Shape, Size:
+# frontend/onnx_dynamic.py), whose results then depend on the run
+RUNTIME_SHAPE: dict[str, Converter] = {}
 _ONNX_DOMAINS = ("", "ai.onnx")
 
 
@@ -78,6 +82,7 @@ class ImportContext:
         self.values: dict[str, Value] = {}
         self.input_values = dict(input_values)
         self._folded: dict[Value, np.ndarray] = {}
+        self.lengths: dict[Value, Length] = {}  # data-dependent lengths (frontend/lengths.py)
 
     # ---- reading a node ---------------------------------------------------
     def attrs(self, node: onnx.NodeProto) -> dict[str, Any]:
@@ -142,6 +147,19 @@ class ImportContext:
         for i, o in enumerate(outs):
             self._folded[Value(v.node, i)] = o
         return self._folded[v]
+
+    def known_value(self, v: Value) -> np.ndarray | None:
+        """`v`'s value when it depends on constants only (no graph input, even one whose
+        value `input_values` gives): what a data-dependent op may fold at import."""
+        g = self.graph
+        if any(g.node(a).op == "input" for a in nx.ancestors(g.nx, v.node) | {v.node}):
+            return None
+        return self.const_value(v)
+
+    def set_length(self, v: Value, axis: int, count: Value, node: onnx.NodeProto) -> None:
+        """`v`'s extent along `axis` is the run-time int64 scalar `count` (its static shape
+        is the upper bound)."""
+        self.lengths[v] = Length(axis, count, node_label(node))
 
     # ---- building ----------------------------------------------------------
     def const(self, array: np.ndarray | float | int, dtype: Any = None, name: str = "") -> Value:
@@ -384,14 +402,22 @@ def _import(
     for n in nodes:
         convert_node(ctx, n)
     graph.set_outputs(pair for o in og.output for pair in flat_outputs(o.name, ctx.values[o.name]))
+    add_length_outputs(graph, ctx.lengths)
     prune_unused(graph)
     return graph
 
 
 def convert_node(ctx: ImportContext, n: onnx.NodeProto) -> None:
     """Add node `n`'s ops to the graph and bind its outputs' names."""
+    dynamic = any(ctx.values.get(name) in ctx.lengths for name in n.input if name)
+    before = set(ctx.graph.nx.nodes) if dynamic else set()
     try:
-        outs = CONVERTERS[n.op_type](ctx, n)
+        if dynamic and n.op_type in RUNTIME_SHAPE:
+            outs = RUNTIME_SHAPE[n.op_type](ctx, n)
+        else:
+            outs = CONVERTERS[n.op_type](ctx, n)
+        if dynamic:
+            follow(ctx.graph, ctx.lengths, [v for v in ctx.graph.nx.nodes if v not in before], node_label(n))
     except TirError:
         raise
     except Exception as e:  # a converter bug or a malformed node: name the node

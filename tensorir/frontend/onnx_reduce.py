@@ -16,6 +16,7 @@ import onnx
 from tensorir.errors import ModelError, ShapeError
 from tensorir.frontend.onnx import ImportContext, converter, node_label
 from tensorir.graph.graph import Value
+from tensorir.ops.reduce_compute import MAX_TOPK_K
 
 _REDUCE = {
     "ReduceSum": "reduce_sum",
@@ -98,14 +99,31 @@ converter("ArgMin")(functools.partial(_arg, "argmin"))
 def topk(ctx: ImportContext, node: onnx.NodeProto) -> list[Value]:
     x = ctx.input(node, 0)
     attrs = ctx.attrs(node)
-    k = const_int(ctx, node, 1, "K") if ctx.opset >= 10 else int(attrs["k"])
     out = {
-        "k": k,
         "axis": norm_axis(node, attrs.get("axis", -1), ctx.type_of(x).ndim),
         "largest": int(attrs.get("largest", 1)),
         "sorted": int(attrs.get("sorted", 1)),
     }
+    n = ctx.type_of(x).shape[out["axis"]]
+    if ctx.opset >= 10 and ctx.known_value(ctx.input(node, 1)) is None and 1 <= n <= MAX_TOPK_K:
+        return _topk_runtime_k(ctx, node, x, out, n)
+    out["k"] = const_int(ctx, node, 1, "K") if ctx.opset >= 10 else int(attrs["k"])
     return ctx.add("topk", [x], out, node=node)
+
+
+def _topk_runtime_k(ctx: ImportContext, node: onnx.NodeProto, x: Value, attrs: dict, n: int) -> list[Value]:
+    """K computed at run time: all n sorted, and min(K, n) as the outputs' length."""
+    k = ctx.input(node, 1)
+    if ctx.type_of(k).size != 1:
+        raise ModelError(
+            f"{node_label(node)}: K must hold one integer, got shape {list(ctx.type_of(k).shape)}"
+        )
+    (k,) = ctx.add("reshape", [k], {"shape": ()}, node=node)
+    (count,) = ctx.add("clip", [k], {"min": 0, "max": n}, node=node)
+    outs = ctx.add("topk", [x], {**attrs, "k": n}, node=node)
+    for v in outs:
+        ctx.set_length(v, attrs["axis"], count, node)
+    return outs
 
 
 @converter("CumSum", "CumProd")

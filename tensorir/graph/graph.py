@@ -30,6 +30,9 @@ class Graph:
         self.name = name
         self.nx = nx.MultiDiGraph()
         self.outputs: list[tuple[str, Value]] = []
+        # output name -> (axis, name of the int64 scalar output holding its length along axis):
+        # outputs whose length depends on the data (frontend/lengths.py)
+        self.output_lengths: dict[str, tuple[int, str]] = {}
         self._ids = itertools.count()
 
     # ---- construction -------------------------------------------------

@@ -42,6 +42,15 @@ def _ref(names: dict[int, str], g: Graph, v: Value) -> str:
     return base if len(g.node(v.node).outputs) == 1 else f"{base}.{v.index}"
 
 
+def _ret(names: dict[int, str], g: Graph, name: str, v: Value) -> str:
+    ref = _ref(names, g, v)
+    text = ref if ref == f"%{name}" else f"{ref} as {name}"
+    if name in g.output_lengths:
+        axis, companion = g.output_lengths[name]
+        text += f" (rows along axis {axis}: {companion})"
+    return text
+
+
 def print_graph(g: Graph, constants: bool = True) -> str:
     names = _names(g)
     params = ", ".join(f"{names[n]}: {g.node(n).outputs[0]}" for n in g.graph_inputs())
@@ -60,9 +69,7 @@ def print_graph(g: Graph, constants: bool = True) -> str:
         attrs = "".join(f" {k}={_fmt_attr(v)}" for k, v in node.attrs)
         types = ", ".join(str(t) for t in node.outputs)
         lines.append(f"  {names[nid]} = {node.op}({args}){attrs} : {types}")
-    rets = ", ".join(
-        _ref(names, g, v) + ("" if _ref(names, g, v) == f"%{n}" else f" as {n}") for n, v in g.outputs
-    )
+    rets = ", ".join(_ret(names, g, n, v) for n, v in g.outputs)
     lines.append(f"  return {rets}")
     lines.append("}")
     return "\n".join(lines)

@@ -142,6 +142,7 @@ def copy_graph(g: Graph) -> Graph:
     out = Graph(g.name)
     out.nx = g.nx.copy()
     out.outputs = list(g.outputs)
+    out.output_lengths = dict(g.output_lengths)
     # NOTE: new ids must not collide with copied ones; Graph has no public hook for it.
     out._ids = itertools.count(max(g.nx.nodes, default=-1) + 1)
     return out

@@ -21,6 +21,7 @@ import numpy as np
 
 from tensorir.errors import InputError, TirError
 from tensorir.graph.types import np_dtype
+from tensorir.runtime.lengths import model_outputs, trim
 
 
 def check_feeds(
@@ -78,7 +79,8 @@ class Module:
         if not self.handle:
             raise TirError(f"{self.dir}: tir_create failed (cannot read {weights})")
         self.inputs = self.manifest["inputs"]
-        self.outputs = self.manifest["outputs"]
+        self.buffers = self.manifest["outputs"]  # every output buffer, length companions too
+        self.outputs = model_outputs(self.buffers)
 
     def _declare(self) -> None:
         lib = self.lib
@@ -112,22 +114,25 @@ class Module:
 
     def run(self, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray]) -> list[np.ndarray]:
         feeds = self._feeds(inputs)
-        outs = [np.empty(t["shape"], np_dtype(t["dtype"])) for t in self.outputs]
+        outs = self._out_buffers()
         rc = self.lib.tir_run(self.handle, self._pointers(feeds), self._pointers(outs))
         if rc != 0:
             raise TirError(f"tir_run returned {rc}")
-        return outs
+        return trim(self.buffers, outs)
+
+    def _out_buffers(self) -> list[np.ndarray]:
+        return [np.empty(t["shape"], np_dtype(t["dtype"])) for t in self.buffers]
 
     def bind(self, inputs: Mapping[str, np.ndarray] | Sequence[np.ndarray]):
         """Check inputs once; the returned function runs the model on them (for timing)."""
         feeds = self._feeds(inputs)
-        outs = [np.empty(t["shape"], np_dtype(t["dtype"])) for t in self.outputs]
+        outs = self._out_buffers()
         ins, outp = self._pointers(feeds), self._pointers(outs)
         keep = (feeds, outs)
 
         def call() -> list[np.ndarray]:
             self.lib.tir_run(self.handle, ins, outp)
-            return keep[1]
+            return trim(self.buffers, keep[1])
 
         return call
 
@@ -137,7 +142,7 @@ class Module:
         calls the kernels one by one in model order over the model's own memory, so a kernel
         meets the caches its neighbours leave it (the times add up to a run)."""
         feeds = self._feeds(inputs)
-        outs = [np.empty(t["shape"], np_dtype(t["dtype"])) for t in self.outputs]
+        outs = self._out_buffers()
         self.run(dict(zip([t["name"] for t in self.inputs], feeds, strict=True)))
         bases = {
             "input": [a.ctypes.data for a in feeds],

@@ -24,6 +24,7 @@ import numpy as np
 from tensorir import config
 from tensorir.errors import TirError
 from tensorir.graph.types import np_dtype
+from tensorir.runtime.lengths import model_outputs, trim
 from tensorir.runtime.module import check_feeds, export_folder, load_host_manifest
 
 Feeds = Mapping[str, np.ndarray] | Sequence[np.ndarray]
@@ -60,7 +61,8 @@ class OpenCLModule:
         if not self.handle:
             raise TirError(f"{self.dir}: {self.last_error()}")
         self.inputs = self.manifest["inputs"]
-        self.outputs = self.manifest["outputs"]
+        self.buffers = self.manifest["outputs"]  # every output buffer, length companions too
+        self.outputs = model_outputs(self.buffers)
 
     def _declare(self) -> None:
         lib, p = self.lib, ctypes.c_void_p
@@ -107,7 +109,7 @@ class OpenCLModule:
         self, inputs: Feeds
     ) -> tuple[list[np.ndarray], list[np.ndarray], ctypes.Array, ctypes.Array]:
         feeds = check_feeds(self.inputs, inputs)
-        outs = [np.empty(t["shape"], np_dtype(t["dtype"])) for t in self.outputs]
+        outs = [np.empty(t["shape"], np_dtype(t["dtype"])) for t in self.buffers]
         return feeds, outs, _pointers(feeds), _pointers(outs)
 
     def _check(self, rc: int, what: str) -> None:
@@ -117,7 +119,7 @@ class OpenCLModule:
     def run(self, inputs: Feeds) -> list[np.ndarray]:
         _, outs, ins, outp = self._buffers(inputs)
         self._check(self.lib.tir_run(self.handle, ins, outp), "tir_run")
-        return outs
+        return trim(self.buffers, outs)
 
     def bind(self, inputs: Feeds) -> Callable[[], list[np.ndarray]]:
         """Check inputs once; the returned function runs the model on them (for timing)."""
@@ -125,7 +127,7 @@ class OpenCLModule:
 
         def call() -> list[np.ndarray]:
             self._check(self.lib.tir_run(self.handle, ins, outp), "tir_run")
-            return outs
+            return trim(self.buffers, outs)
 
         call.keep = (feeds, ins, outp)  # type: ignore[attr-defined]
         return call

@@ -19,6 +19,7 @@ import numpy as np
 from tensorir.codegen.link import SYSROOT, _qemu, _run, _work_dir, find_tool
 from tensorir.errors import TirError
 from tensorir.graph.types import np_dtype
+from tensorir.runtime.lengths import model_outputs, trim
 from tensorir.runtime.module import check_feeds, export_folder
 
 _MODEL_DRIVER = r"""
@@ -94,7 +95,8 @@ class QemuModule:
     def __init__(self, directory: str | Path, num_threads: int = 0) -> None:
         self.dir = Path(directory)
         self.manifest = json.loads((self.dir / "manifest.json").read_text())
-        self.inputs, self.outputs = self.manifest["inputs"], self.manifest["outputs"]
+        self.inputs, self.buffers = self.manifest["inputs"], self.manifest["outputs"]
+        self.outputs = model_outputs(self.buffers)
         self.num_threads = num_threads
 
     def set_num_threads(self, n: int) -> None:
@@ -110,7 +112,7 @@ class QemuModule:
                 path = Path(tmp) / f"in{k}.bin"
                 a.tofile(path)
                 spec.append(f"{a.nbytes}:{path}")
-            outs = [np.empty(t["shape"], np_dtype(t["dtype"])) for t in self.outputs]
+            outs = [np.empty(t["shape"], np_dtype(t["dtype"])) for t in self.buffers]
             for k, o in enumerate(outs):
                 spec.append(f"{o.nbytes}:{Path(tmp) / f'out{k}.bin'}")
             weights = self.manifest.get("weights_file")
@@ -120,9 +122,10 @@ class QemuModule:
             cmd += [str(len(self.inputs)), str(len(outs)), *spec]
             env = dict(os.environ, QEMU_LD_PREFIX=str(SYSROOT))
             _run(cmd, "qemu-aarch64 model run", env=env, timeout=900)
-            return [
+            got = [
                 np.fromfile(Path(tmp) / f"out{k}.bin", o.dtype).reshape(o.shape) for k, o in enumerate(outs)
             ]
+            return trim(self.buffers, got)
 
     def export(self, out: str | Path) -> Path:
         return export_folder(self.dir, out)

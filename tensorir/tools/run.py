@@ -24,6 +24,7 @@ from tensorir.frontend.onnx import from_onnx, load_model, shape_conflict
 from tensorir.frontend.tf_child import TFReference
 from tensorir.graph.graph import Graph
 from tensorir.graph.types import TensorType, np_dtype
+from tensorir.runtime.lengths import trim_graph_outputs
 from tensorir.runtime.reference import run_reference
 from tensorir.tools.compare import DEFAULT, Tolerance, figures
 from tensorir.tools.ort_io import run_session
@@ -256,12 +257,23 @@ def run_model_cli(
             raise TirError("--profile times compiled kernels: it needs --backend compiled")
         g = from_onnx(model, input_shapes=shapes, override_shapes=override_shapes)
         feeds = [(label, random_inputs(g, given, seed)) for label, given in samples]
-        names = [name for name, _ in g.outputs]
-        return report(names, lambda f: run_reference(g, f), feeds, ort_model, tolerance, save_dir)
+        return report(*_reference_runner(g), feeds, ort_model, tolerance, save_dir)
     from tensorir.pipeline import compile_model
 
     build = compile_model(model, target, shapes, records=records, override_shapes=override_shapes)
     return _run_build(path, build, samples, seed, ort_model, tolerance, save_dir, profile, threads)
+
+
+def _reference_runner(g: Graph) -> tuple[list[str], Callable[[Mapping[str, np.ndarray]], list[np.ndarray]]]:
+    """The model's output names and a function running the reference interpreter on feeds,
+    outputs with a data-dependent length cut to it (runtime/lengths.py)."""
+    names = [n for n, _ in g.outputs]
+
+    def run(feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+        return trim_graph_outputs(names, g.output_lengths, run_reference(g, feeds))[1]
+
+    companions = {c for _, c in g.output_lengths.values()}
+    return [n for n in names if n not in companions], run
 
 
 def _run_build(path: str, build: Any, *run_args: Any) -> int:
@@ -382,11 +394,11 @@ def run_graph_model_cli(
     compile_for = get_target(target) if backend != "ref" else None  # a bad target before the import
     g = load_graph_any(path, input_shapes, signature=signature, override_shapes=override_shapes)
     samples = given_samples(inputs, inputs_dir, {n: np_dtype(g.type_of(v).dtype) for n, v in _inputs(g)})
-    names = [n for n, _ in g.outputs]
+    names, ref_run = _reference_runner(g)
     with _reference(path, names, signature) if compare_ort else contextlib.nullcontext() as ref:
         if backend == "ref":
             feeds = [(label, random_inputs(g, given, seed)) for label, given in samples]
-            return report(names, lambda f: run_reference(g, f), feeds, ref, tolerance, save_dir)
+            return report(names, ref_run, feeds, ref, tolerance, save_dir)
         raw = model_bytes(path)
         build = compile_graph(g, compile_for or target, records, raw=raw, input_shapes=input_shapes)
         return _run_build(path, build, samples, seed, ref, tolerance, save_dir, profile, threads)
