@@ -8,8 +8,8 @@ counts them in a local register, zeroes the rest and stores the count:
       n[0] = 0
       for i in range(0, 6):
         if x[i] != 0.0:
-          idx[n[0]] = i // 3 % 2
-          idx[6 + n[0]] = i % 3
+          idx[n[0]] = i//3
+          idx[6 + n[0]] = i%3
           n[0] = n[0] + 1
       ...
 
@@ -137,10 +137,10 @@ def nonzero_kernel(
     n = regs.new("n")
     i, j, d = Var("i"), Var("j"), Var("d")
     strides = [math.prod(shape[k + 1 :]) for k in range(len(shape))]
-    coords = [
-        Store(idx, Const(k * size) + get(n), (i // strides[k]) % shape[k] if k else i // strides[k])
-        for k in range(len(shape))
-    ]
+    coords = []
+    for k in range(len(shape)):
+        c = i // strides[k] if strides[k] > 1 else i
+        coords.append(Store(idx, Const(k * size) + get(n) if k else get(n), c % shape[k] if k else c))
     zero = Const(0, x_t.dtype) if x_t.dtype != "bool" else Const(False, "bool")
     body = seq(
         put(n, ZERO),
