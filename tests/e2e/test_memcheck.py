@@ -4,7 +4,10 @@ instruction) runs under valgrind memcheck from the C driver of the qemu runs
 (tensorir/runtime/qemu.py: dlopen, tir_create, tir_run, tir_destroy), at 1 and 2 threads.
 Each run must report zero errors and no definitely lost bytes, and really finish: its
 outputs equal the same library's outputs run natively (bit for bit at one thread; at two,
-within 1e-5 relative to the output's scale, since the thread split may reorder sums)."""
+within 1e-5 relative to the output's scale, since the thread split may reorder sums).
+ResNet-50 runs at one thread only: its kernels are ResNet-18's plus the 1x1 bottleneck convs,
+and its two-thread run took six minutes of CI's thirty; the threaded paths are checked on the
+other models."""
 
 from __future__ import annotations
 
@@ -53,7 +56,7 @@ def test_zoo_model_runs_clean_under_memcheck(name, driver, tmp_path):
     model = build(name)
     feeds = sample_inputs(model)
     mod = tir.compile(model, "x86_64-v3")
-    for threads in (1, 2):
+    for threads in (1,) if name == "resnet50" else (1, 2):
         mod.set_num_threads(threads)
         native = mod.run(feeds)
         got, log = _memcheck(driver, mod, feeds, threads, tmp_path)
