@@ -227,3 +227,33 @@ def test_ops_that_would_read_the_padding_are_refused(node, what):
     msg = str(e.value)
     assert f"node '{node.name}'" in msg and "node 'find' (NonZero)" in msg and what in msg
     assert "\n" not in msg
+
+
+def test_nms_head_on_opencl_runs_nms_on_the_cpu_and_the_rest_on_the_device():
+    """An OpenCL build: sigmoid and the gathers are GPU kernels (PoCL here), nms a CPU step
+    between them; the selected boxes equal onnxruntime's."""
+    batch, classes, n = 1, 2, 30
+    nodes = [
+        h.make_node("Sigmoid", ["logits"], ["scores"]),
+        h.make_node("NonMaxSuppression", ["boxes", "scores", "mo", "iou", "thr"], ["sel"]),
+        h.make_node("Gather", ["sel", "two"], ["box_index"], axis=1),
+        h.make_node("Squeeze", ["boxes", "zero"], ["b0"]),
+        h.make_node("Gather", ["b0", "box_index"], ["picked"], axis=0),
+    ]
+    inits = [
+        h.make_tensor("mo", T.INT64, [1], [5]),
+        h.make_tensor("iou", T.FLOAT, [1], [0.3]),
+        h.make_tensor("thr", T.FLOAT, [1], [0.4]),
+        h.make_tensor("two", T.INT64, [], [2]),
+        h.make_tensor("zero", T.INT64, [1], [0]),
+    ]
+    inputs = [("boxes", T.FLOAT, [batch, n, 4]), ("logits", T.FLOAT, [batch, classes, n])]
+    model = _model(nodes, inputs, [("picked", T.FLOAT), ("sel", T.INT64)], inits)
+    feeds = {"boxes": _boxes(batch, n), "logits": RNG.normal(size=(batch, classes, n)).astype(np.float32)}
+    mod = tensorir.compile(model, "opencl:pocl")
+    devices = {k["op"]: k.get("device") for k in mod.manifest["kernels"]}
+    assert devices["nms"] == "cpu" and devices["sigmoid"] == "gpu", devices
+    ours, theirs = mod.run(feeds), _ort(model, feeds)
+    assert ours[1].shape[0] >= 4
+    for a, b in zip(ours, theirs, strict=True):
+        np.testing.assert_array_equal(a, b)
