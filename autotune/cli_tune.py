@@ -160,6 +160,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         early_stopping=args.early_stopping,
         search=args.search,
         seed=args.seed,
+        model_path=db.local_file(f"costmodel-{device}.json"),  # beside a file; a server's: user cache
     )
     measure = MeasureOptions(
         target=target,

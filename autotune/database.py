@@ -157,6 +157,10 @@ class Database(RecordStore):
     def close(self) -> None:
         self.db.close()
 
+    def local_file(self, name: str) -> Path:
+        """``name`` beside the database file."""
+        return self.path.with_name(name)
+
     def size_bytes(self) -> int:
         """Bytes on disk: the database file plus its WAL."""
         files = [self.path, self.path.with_name(self.path.name + "-wal")]

@@ -23,6 +23,7 @@ import re
 import zlib
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import Any
 
 from autotune.db_open import mask_url
@@ -60,30 +61,35 @@ def _one_line(e: BaseException) -> str:
     return re.sub(r"\s+", " ", str(e)).strip() or type(e).__name__
 
 
-def migrate(conn: Any, upto: int | None = None) -> int:
-    """Apply the migrations ``conn``'s database lacks (up to ``upto``; default all), under an
-    advisory lock, in one transaction. Returns the schema version now."""
-    want = len(MIGRATIONS) if upto is None else upto
-    with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", [MIGRATION_LOCK])
-        conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
-        have = conn.execute("SELECT COALESCE(MAX(version), 0) FROM schema_version").fetchone()[0]
-        if have > len(MIGRATIONS):
-            raise InputError(
-                f"schema version {have} is newer than this tensorir's ({len(MIGRATIONS)}): upgrade tensorir"
-            )
-        for statements in MIGRATIONS[have:want]:
-            for sql in statements:
-                conn.execute(sql)
-        if want > have:
-            conn.execute("DELETE FROM schema_version")
-            conn.execute("INSERT INTO schema_version (version) VALUES (%s)", [want])
-        return max(have, want)
-
-
 def schema_version(conn: Any) -> int:
     """The migration count recorded in ``conn``'s database (0: none applied)."""
+    if conn.execute("SELECT to_regclass('schema_version')").fetchone()[0] is None:
+        return 0
     return conn.execute("SELECT COALESCE(MAX(version), 0) FROM schema_version").fetchone()[0]
+
+
+def migrate(conn: Any, upto: int | None = None) -> int:
+    """Apply the migrations ``conn``'s database lacks (up to ``upto``; default all) in one
+    transaction under an advisory lock (a database already up to date is only read: a role
+    without CREATE rights can use it). Returns the schema version now."""
+    want = len(MIGRATIONS) if upto is None else upto
+    have = schema_version(conn)
+    if have < want:
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", [MIGRATION_LOCK])
+            conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+            have = schema_version(conn)  # another process may have migrated while we waited
+            for statements in MIGRATIONS[have:want]:
+                for sql in statements:
+                    conn.execute(sql)
+            if want > have:
+                conn.execute("DELETE FROM schema_version")
+                conn.execute("INSERT INTO schema_version (version) VALUES (%s)", [want])
+    if have > len(MIGRATIONS):
+        raise InputError(
+            f"schema version {have} is newer than this tensorir's ({len(MIGRATIONS)}): upgrade tensorir"
+        )
+    return max(have, want)
 
 
 class PostgresDatabase(RecordStore):
@@ -128,6 +134,15 @@ class PostgresDatabase(RecordStore):
 
     def close(self) -> None:
         self.conn.close()
+
+    def local_file(self, name: str) -> Path:
+        """``name`` in a folder of the user cache for this server and database
+        ($TIR_CACHE_DIR/postgres/<host>-<port>-<dbname>/)."""
+        from tensorir import config
+
+        info = self.conn.info
+        folder = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{info.host}-{info.port}-{info.dbname}")
+        return config.cache_dir() / "postgres" / folder / name
 
     def size_bytes(self) -> int:
         """Bytes the records table takes on the server (with its indexes and TOAST)."""

@@ -19,6 +19,7 @@ import os
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import Any
 
 from autotune.record_format import (
@@ -84,6 +85,10 @@ class RecordStore(ABC):
     @abstractmethod
     def close(self) -> None:
         """Close the connection."""
+
+    @abstractmethod
+    def local_file(self, name: str) -> Path:
+        """Where a local file that goes with this database is kept (the tuner's cost model)."""
 
     @abstractmethod
     def size_bytes(self) -> int:

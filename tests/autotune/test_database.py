@@ -121,6 +121,18 @@ def test_prune_and_stats(backend):
     assert db.rename_device("other", "renamed") == 1 and db.devices() == ["cpu-x86", "renamed"]
 
 
+def test_local_files_of_a_database(backend, tmp_path, monkeypatch):
+    """The tuner's cost model goes beside a database file; a server's in the user cache."""
+    monkeypatch.setenv("TIR_CACHE_DIR", str(tmp_path / "cache"))
+    with backend.open("m") as db:
+        path = db.local_file("costmodel-cpu.json")
+    if backend.kind == "sqlite":
+        assert path == tmp_path / "costmodel-cpu.json"
+    else:
+        port, name = backend.server.port, backend.spec("m").rsplit("/", 1)[1]
+        assert path == tmp_path / "cache" / "postgres" / f"127.0.0.1-{port}-{name}" / "costmodel-cpu.json"
+
+
 def _writer(spec: str, tag: str, n: int) -> None:
     db = open_database(spec)
     for i in range(n):

@@ -65,6 +65,23 @@ def test_a_database_from_a_newer_tensorir_is_refused(pg_url, capsys):
     assert f"--db {pg_url}: schema version 99 is newer than this tensorir's (2)" in err
 
 
+def test_a_read_only_role_reads_an_up_to_date_database(pg_url, capsys):
+    """Opening migrates nothing when the schema is current, so a role that may only SELECT
+    (no CREATE in the schema) can look records up, as tir compile does."""
+    with open_database(pg_url) as db:
+        db.add(rec("w", 1, 1e-3))
+        role = f"reader_{pg_url.rsplit('/', 1)[1]}"
+        db.conn.execute(f"CREATE ROLE {role} LOGIN")
+        db.conn.execute(f"GRANT SELECT ON {TABLE}, schema_version TO {role}")
+    reader = pg_url.replace("postgres@", f"{role}@")
+    with open_database(reader) as db:
+        assert [r["config"]["i"] for r in db.best_records("cpu")] == [1]
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            db.add(rec("w", 2, 1e-3))
+    rc, out, _ = tir(["db", "top", "--db", reader], capsys)
+    assert rc == 0 and out.splitlines()[1].split()[:3] == ["w", "cpu", "1.000"]
+
+
 def _open_and_add(url: str, k: int, barrier) -> None:
     barrier.wait(60)  # every process connects at the same moment
     with open_database(url) as db:
