@@ -116,8 +116,8 @@ class Tuner:
             TaskState(t, TaskSearch(t.space(self.options.target), self.rng, self.options.epsilon))
             for t in tasks
         ]
-        default_model = db.path.with_name(f"costmodel-{self.options.device}.json")
-        self.model_path = Path(self.options.model_path or default_model)
+        default_model = f"costmodel-{self.options.device}.json"  # beside a database file
+        self.model_path = Path(self.options.model_path or db.path.with_name(default_model))
         self.model = self._load_model()
         self.on_batch = on_batch
         self.trials = 0
