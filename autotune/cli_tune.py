@@ -3,6 +3,7 @@
     tir tune model.onnx --device host --trials 400 --time-budget 20m [--db PATH] [--plot curve.png]
     tir tune model.onnx --device cortex-a76 --adb SERIAL      # a phone through adb
     tir tune model.onnx --device adreno640 --rpc phone:9190   # a phone running `tir rpc serve`
+    tir tune model.onnx --ray auto                            # builds and runs on a Ray cluster
 
 The devices (`--device`) are tensorir/devices.py's TUNING_DEVICES: the target each compiles
 for and how it is measured (in process, on the local OpenCL device, or only on the device
@@ -12,6 +13,10 @@ Tasks come from the model exactly as `tir compile` optimizes it; every measureme
 the tuning database as it finishes, so an interrupted run (Ctrl-C, kill -9) loses nothing
 and the same command resumes it (`--trials` is the total, records already there count).
 The next `tir compile` picks the best record per workload from the same database.
+
+With `--ray auto|ADDRESS` the candidates are built as Ray tasks on the cluster's CPUs and
+measured by device actors on the nodes that offer the device's resource
+(`ray start --resources '{"tir-device:<device key>": 1}'`): autotune/ray_measure.py.
 """
 
 from __future__ import annotations
@@ -20,7 +25,9 @@ import argparse
 import math
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from tensorir.devices import TuningDevice, get_tuning_device, tuning_device_names
 from tensorir.errors import InputError
@@ -96,6 +103,12 @@ def add_tune_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--adb", metavar="SERIAL", help="measure on this Android device through adb (CPU devices)")
     p.add_argument("--adb-path", metavar="PROGRAM", help="the adb program (default: $TIR_ADB, else adb)")
     p.add_argument(
+        "--ray",
+        metavar="auto|ADDRESS",
+        help="build on a Ray cluster's CPUs and measure on its device actors (nodes started with "
+        "--resources '{\"tir-device:<device key>\": 1}'); auto: the cluster this machine is in",
+    )
+    p.add_argument(
         "--no-model-ab",
         action="store_true",
         help="skip checking the records inside the model (each tuned kernel timed in place with and "
@@ -110,7 +123,7 @@ def add_tune_parser(sub: argparse._SubParsersAction) -> None:
 
 def cmd_tune(args: argparse.Namespace) -> int:
     from autotune.db_open import open_database
-    from autotune.measure import MeasureOptions
+    from autotune.measure import MeasureOptions, Measurer
     from autotune.task import extract_tasks, load_graph
     from autotune.tuner import TuneOptions, Tuner
     from tensorir.cli import parse_shape_arg
@@ -126,6 +139,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     shapes = dict(parse_shape_arg(s) for s in args.input_shape)
     servers, token = _rpc_servers(args)
     device = _device_key(args, dev, servers, token)  # a remote device fails here, before any work
+    measurer = _ray_measurer(args.ray, device) if args.ray else Measurer
     db = open_database(args.db)
     migrate_legacy_host(db)
     graph = load_graph(args.model, target, shapes)
@@ -173,7 +187,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         adb=args.adb or "",
         adb_path=args.adb_path or "",
     )
-    summary = Tuner(tasks, db, options, measure).run()
+    summary = Tuner(tasks, db, options, measure, measurer=measurer).run()
     print(_report(summary))
     if dev.measured != "remote" and not servers and not args.no_model_ab:
         from autotune.model_check import check_in_model
@@ -209,6 +223,16 @@ def _device_key(args: argparse.Namespace, dev: TuningDevice, servers: tuple[str,
         ways = " or ".join({"rpc": "--rpc HOST:PORT", "adb": "--adb SERIAL"}[w] for w in dev.remote)
         raise InputError(f"--device {dev.name} is measured on the device itself: give {ways}")
     return tuning_device(dev.target, args.threads)
+
+
+def _ray_measurer(address: str, device: str) -> Callable[[Any], Any]:
+    """A RayMeasurer factory for the Tuner; connects first, so an unreachable cluster or one
+    without the device is one line (InputError) before any work."""
+    from autotune.ray_measure import RayMeasurer, check_device, connect
+
+    connect(address)
+    check_device(device, address)
+    return lambda options: RayMeasurer(options, device, address)
 
 
 def _rpc_servers(args: argparse.Namespace) -> tuple[tuple[str, ...], str]:

@@ -1,0 +1,172 @@
+"""What runs on a Ray cluster when tuning with `--ray`: candidate builds (tasks) and the device
+actors that measure them. The driver side is autotune/ray_measure.py.
+
+    meta, built = build_candidate.options(num_returns=2).remote(task, config, options)
+    actor.run.remote(task, built, options)   # ("ran", costs) | ("error", why) | ("failed", why)
+
+A build compiles a candidate into something that travels between nodes, which need not share
+a filesystem: for a CPU the kernel linked into a shared library, as bytes
+(rpc_runner.LibraryKernel; for --adb an Android library), for OpenCL the rendered kernel.
+It goes through Ray's object store from the building node to the measuring one.
+
+A device actor (`DeviceActor`) stands for one attached device: it is placed on the node that
+offers the device's custom resource, `tir-device:<device key>` (`ray start --resources
+'{"tir-device:x86_64-znver4-avx512": 1}'`; a node's own CPU is a device too), and measures
+through the runner the target and options name (autotune/runners.py `runner_for`: the CPU
+in-process, OpenCL, an adb phone or `tir rpc serve` servers). A CPU library is loaded into
+the actor's process and timed by the CPU runner exactly as a JIT'd kernel is. Its calls are
+served one at a time, so candidates of several tuners never compete for the device.
+
+Replies: "ran" with the timings; "error": the candidate's fault (wrong result); "failed":
+the runner raised (a crash reported by the device, the device unreachable, ...): an error
+result too, and the driver restarts or drops an actor after several in a row.
+"""
+
+from __future__ import annotations
+
+import collections
+import ctypes
+import dataclasses
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from autotune.builders import Builder, Built
+from autotune.measure import MeasureOptions, _reason, candidate_features_of, device_profile_of
+from autotune.rpc_runner import LibraryKernel
+from autotune.runners import CpuRunner, Runner, WrongResult, runner_for
+from autotune.task import Task
+from tensorir.target import Target, get_target
+
+RESOURCE_PREFIX = "tir-device:"
+NAMESPACE = "tir"
+TASKS_KEPT = 4  # tasks whose inputs and reference outputs an actor keeps
+
+
+def device_resource(device: str) -> str:
+    """The Ray custom resource a node offers for each attached device of this key."""
+    return f"{RESOURCE_PREFIX}{device}"
+
+
+def shipping_builder(target: Target, options: MeasureOptions) -> Builder:
+    """A builder whose candidates travel as data: an Android library with --adb, else the
+    RPC builder's (a CPU: a shared library's bytes; OpenCL: the rendered kernel)."""
+    if options.adb:
+        from autotune.adb_runner import ADBBuilder
+
+        return ADBBuilder(target)
+    from autotune.rpc_runner import RPCBuilder
+
+    return RPCBuilder(target)
+
+
+def build_candidate(task: Task, config: dict, options: MeasureOptions) -> tuple[tuple, Built | None]:
+    """((status, build seconds, features or None, reason), the Built or None) for one config.
+    A build that raises is ("error", ...) here, never an exception: Ray retries only what
+    killed the process (a crash, the node lost)."""
+    target = get_target(options.target)
+    t0 = time.perf_counter()
+    try:
+        built = shipping_builder(target, options).build(task, config)
+    except Exception as e:
+        return ("error", 0.0, None, f"build failed: {_reason(e)}"), None
+    build_s = time.perf_counter() - t0
+    try:
+        features = candidate_features_of(task, config, options.target, device_profile_of(options.target))
+    except Exception:  # a candidate without features is still measured
+        features = None
+    return ("built", build_s, features, ""), built
+
+
+def features_chunk(task: Task, configs: list[dict], target: str) -> list[np.ndarray | None]:
+    """Cost-model features of configs (None where one fails to lower)."""
+    profile = device_profile_of(target)
+    out: list[np.ndarray | None] = []
+    for cfg in configs:
+        try:
+            out.append(candidate_features_of(task, cfg, target, profile))
+        except Exception:
+            out.append(None)
+    return out
+
+
+def load_library_kernel(built: Built, target: str, threads: int | None) -> Any:
+    """The LibraryKernel of `built` loaded into this process as a HostKernel (what the CPU
+    runner binds and calls). Libraries are never unloaded: a kernel's thread pool may still
+    be parked in one."""
+    from tensorir.runtime.jit import HostKernel
+
+    kernel: LibraryKernel = built.kernel
+    fd, path = tempfile.mkstemp(prefix="tir-ray-", suffix=".so")
+    try:
+        os.write(fd, kernel.data)
+        os.close(fd)
+        lib = ctypes.CDLL(path, mode=os.RTLD_NOW | os.RTLD_LOCAL)
+    finally:
+        Path(path).unlink()
+    set_threads = getattr(lib, "tir_set_num_threads", None)
+    if set_threads is not None and threads:
+        set_threads(ctypes.c_int32(threads))
+    address = ctypes.cast(getattr(lib, kernel.symbol), ctypes.c_void_p).value
+    host = HostKernel(built.func, get_target(target), kernel.symbol, int(address or 0))
+    host.library = lib  # keeps the library loaded as long as the kernel lives
+    return host
+
+
+class DeviceActor:
+    """One attached device: measures built candidates through its runner, one at a time."""
+
+    def __init__(self, device: str) -> None:
+        os.environ.setdefault("TIR_DEBUG", "0")
+        self.device = device
+        self.tasks: collections.OrderedDict[tuple, tuple[list, list]] = collections.OrderedDict()
+        self.runners: dict[tuple, Runner] = {}
+        self.measured = 0
+
+    def info(self) -> dict:
+        import ray
+
+        node = ray.get_runtime_context().get_node_id()
+        return {"device": self.device, "node": node, "pid": os.getpid(), "measured": self.measured}
+
+    def run(self, task: Task, built: Built, options: MeasureOptions) -> tuple:
+        """("ran", timings) | ("error", why: the candidate's fault) | ("failed", why: the runner
+        or the device failed)."""
+        try:
+            inputs, reference = self._task_data(task, options.check)
+            runner = self._runner(options)
+            if isinstance(built.kernel, LibraryKernel) and isinstance(runner, CpuRunner):
+                built = dataclasses.replace(
+                    built, kernel=load_library_kernel(built, options.target, options.threads)
+                )
+        except Exception as e:
+            return ("failed", f"the device actor could not prepare the run: {_reason(e)}")
+        try:
+            costs = runner.run(built, inputs, reference, options)
+        except WrongResult as e:
+            return ("error", str(e))
+        except Exception as e:
+            return ("failed", _reason(e))
+        self.measured += 1
+        return ("ran", [float(c) for c in costs])
+
+    def _task_data(self, task: Task, check: bool) -> tuple[list, list]:
+        """The task's measuring inputs (seed 0, as the process-pool workers) and reference."""
+        key = (task.key, check)
+        if key not in self.tasks:
+            inputs = task.random_inputs(seed=0)
+            self.tasks[key] = (inputs, task.reference(inputs) if check else [])
+            while len(self.tasks) > TASKS_KEPT:
+                self.tasks.popitem(last=False)
+        self.tasks.move_to_end(key)
+        return self.tasks[key]
+
+    def _runner(self, options: MeasureOptions) -> Runner:
+        key = (options.target, options.cold, options.rpc, options.rpc_token, options.adb, options.adb_path)
+        if key not in self.runners:
+            self.runners[key] = runner_for(get_target(options.target), options)
+        return self.runners[key]

@@ -1,0 +1,259 @@
+"""Tuning on a real Ray cluster of two nodes on 127.0.0.1 (tests/autotune/ray_cluster.py):
+`tir tune --ray` records what a run without Ray records and `tir compile` uses it; two tuner
+processes share the devices while the second node is killed, and the database holds every
+result they reported, once, and nothing else. An unreachable cluster is one line, exit 2.
+
+Ray is a dependency of these tests: without it they fail, never skip. The module takes about
+a minute here (2 cores): two `ray start`s, four tuner processes, one compile.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import ray
+
+from autotune.cli_tune import tuning_device
+from autotune.db_open import open_database
+from autotune.ray_device import NAMESPACE, device_resource
+from tensorir.schedule.space import config_key
+from tests.autotune.ray_cluster import RayCluster, ray_env
+
+REPO = Path(__file__).resolve().parents[2]
+MODEL = REPO / "examples" / "tiny_cnn.onnx"
+TUNER = Path(__file__).with_name("ray_tuner_main.py")
+DEVICE = tuning_device("host")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayCluster]:
+    """A head node and a second node, 1 CPU each, each offering this CPU as a device."""
+    resources = {device_resource(DEVICE): 1}
+    c = RayCluster(tmp_path_factory.mktemp("ray"), resources)
+    try:
+        c.add_node(resources)
+        yield c
+    finally:
+        c.stop()
+    assert not [p for node in c.nodes for p in node.stray_pids()], "ray processes left running"
+
+
+def _env() -> dict[str, str]:
+    env = ray_env()  # RAY_ADDRESS and friends unset: the address is always given
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    return env
+
+
+def _tir(*argv: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "tensorir.cli", *argv],
+        cwd=REPO,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def _tune(db: Path, *extra: str, trials: int = 6) -> subprocess.CompletedProcess:
+    flags = ["--batch", "3", "--search", "random", "--seed", "0", "--no-layout", "--no-model-ab"]
+    done = _tir(
+        "tune", str(MODEL), "--trials", str(trials), "--db", str(db), "--workers", "1", *flags, *extra
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"{trials} trials in" in done.stdout, done.stdout
+    return done
+
+
+def _valid(records: list[dict]) -> list[dict]:
+    return [r for r in records if r["error"] is None and r["timing"] != "model"]
+
+
+def test_unreachable_cluster_is_one_line_exit_2(capsys, tmp_path):
+    from tensorir.cli import main
+
+    db = tmp_path / "x.db"
+    assert main(["tune", str(MODEL), "--db", str(db), "--ray", "127.0.0.1:1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("tir tune: error: --ray 127.0.0.1:1:"), err
+    assert "no Ray cluster answers" in err[0]
+    assert not db.exists()  # nothing was started
+
+
+def test_ray_tune_records_as_a_local_run_and_compile_uses_them(cluster, tmp_path):
+    """The same trials and seed with and without --ray: the same configs measured, all of them
+    valid; `tir compile --records` applies them; a --ray run killed with SIGKILL keeps its
+    records and the next one resumes from the database."""
+    local, remote = tmp_path / "local.db", tmp_path / "ray.db"
+    _tune(local)
+    done = _tune(remote, "--ray", cluster.address)
+    assert "ray:" not in done.stderr  # no actor was lost or restarted
+    with open_database(local) as a, open_database(remote) as b:
+        ra, rb = _valid(a.records()), _valid(b.records())
+        assert len(rb) == len(ra) == 6 and len(b.records()) == 6
+        assert {r["device"] for r in rb} == {DEVICE}
+        assert all(r["costs"] and all(math.isfinite(c) and c > 0 for c in r["costs"]) for r in rb)
+        same = {(r["workload_key"], config_key(r["config"])) for r in ra}
+        assert {(r["workload_key"], config_key(r["config"])) for r in rb} == same
+
+    built = _tir("compile", str(MODEL), "--records", str(remote), "-o", str(tmp_path / "out"))
+    assert built.returncode == 0, built.stderr[-3000:]
+    line = next(ln for ln in built.stdout.splitlines() if "tuning records:" in ln)
+    assert DEVICE in line and int(line.split("; ")[1].split()[0]) >= 2, line  # the 2 tuned tasks
+
+    n = _kill_9_mid_tune(remote, cluster.address, tmp_path / "killed.log")
+    _tune(remote, "--ray", cluster.address, trials=n + 3)  # resumes: 3 more, none repeated
+    with open_database(remote) as b:
+        keys = [(r["workload_key"], config_key(r["config"])) for r in b.records()]
+        assert len(keys) == len(set(keys)) == n + 3
+
+
+def _kill_9_mid_tune(db: Path, address: str, log: Path) -> int:
+    """`tir tune --ray` killed with SIGKILL once it has added 3 records: they stay; how many
+    records there are (all of them complete and distinct)."""
+    flags = ["--batch", "3", "--search", "random", "--no-layout", "--no-model-ab", "--workers", "1"]
+    argv = [sys.executable, "-m", "tensorir.cli", "tune", str(MODEL), "--trials", "200", "--db", str(db)]
+    with open(log, "wb") as out:
+        argv += [*flags, "--ray", address]
+        proc = subprocess.Popen(argv, cwd=REPO, env=_env(), stdout=out, stderr=out, start_new_session=True)
+    try:
+        deadline, n = time.monotonic() + 40, 0
+        while time.monotonic() < deadline and proc.poll() is None and n < 9:
+            with open_database(db) as b:
+                n = len(b.records())
+            time.sleep(0.2)
+        assert proc.poll() is None and n >= 9, log.read_text(errors="replace")[-2000:]
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+    with open_database(db) as b:
+        records = b.records()
+    keys = {(r["workload_key"], config_key(r["config"])) for r in records}
+    assert len(keys) == len(records) >= 9
+    assert all(r["error"] is None and r["costs"] for r in records)
+    return len(records)
+
+
+def _reported(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _actor_counts(address: str) -> dict[str, int]:
+    """Candidates measured so far by each device actor that answers (name -> count), asked as
+    a driver of the cluster."""
+
+    ray.init(address=address, namespace=NAMESPACE, log_to_driver=False, logging_level="warning")
+    try:
+        counts = {}
+        for a in ray.util.list_named_actors(all_namespaces=True):
+            try:
+                handle = ray.get_actor(a["name"], namespace=a["namespace"])
+                counts[a["name"]] = ray.get(handle.info.remote(), timeout=10)["measured"]
+            except (ValueError, ray.exceptions.RayError):  # gone with its node
+                continue
+        return counts
+    finally:
+        ray.shutdown()
+
+
+def test_two_tuners_share_the_devices_and_a_node_dies(cluster, tmp_path, pg_url):
+    """Two tuner processes (two tasks) on both nodes' devices, the second node killed mid-run:
+    both finish their trials; the database (a PostgreSQL server) holds every result they
+    reported exactly once and nothing they did not report."""
+    trials = 24
+    shapes = {"a": (16, 32, 24), "b": (8, 48, 16)}
+    procs, reports = {}, {}
+    for name, (m, k, n) in shapes.items():
+        reports[name] = tmp_path / f"{name}.jsonl"
+        argv = [cluster.address, DEVICE, pg_url, str(reports[name]), str(m), str(k), str(n), str(trials)]
+        log = open(tmp_path / f"{name}.log", "wb")  # noqa: SIM115 (closed below)
+        procs[name] = (
+            subprocess.Popen([sys.executable, str(TUNER), *argv], env=_env(), stdout=log, stderr=log),
+            log,
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            done = sum(len(_reported(p)) for p in reports.values())
+            if done >= 8:
+                break
+            assert all(p.poll() is None for p, _ in procs.values()), _logs(tmp_path)
+            time.sleep(0.2)
+        counts = _actor_counts(cluster.address)
+        assert len(counts) == 2 and all(c > 0 for c in counts.values()), counts  # both nodes measured
+        assert sum(len(_reported(p)) for p in reports.values()) < 2 * trials, "the run ended before the kill"
+        cluster.kill_node(1)
+        for p, log in procs.values():
+            p.wait(120)
+            log.close()
+        assert [p.returncode for p, _ in procs.values()] == [0, 0], _logs(tmp_path)
+    finally:
+        for p, log in procs.values():
+            if p.poll() is None:
+                p.kill()
+                p.wait(10)
+            log.close()
+    for name in shapes:
+        assert f"{trials} trials" in (tmp_path / f"{name}.log").read_text(), _logs(tmp_path)
+
+    reported = [r for p in reports.values() for r in _reported(p)]
+    assert len(reported) == 2 * trials
+    with open_database(pg_url) as db:
+        records = db.records()
+    got = {(r["workload_key"], config_key(r["config"])): r for r in records}
+    want = {(r["workload_key"], config_key(r["config"])): r for r in reported}
+    assert len(got) == len(records) == len(want) == 2 * trials  # each once, none invented
+    assert got.keys() == want.keys()
+    for key, r in want.items():
+        assert got[key]["error"] == r["error"]
+        if r["error"] is None:
+            assert got[key]["costs"] == pytest.approx(r["costs"])
+    valid = [r for r in reported if r["error"] is None]
+    assert len(valid) >= trials  # most survived the node: re-run elsewhere, not written off
+    for r in reported:  # what did fail, failed for the cluster's sake (matmuls are not wrong)
+        assert r["error"] is None or "cluster" in r["error"] or "device actor" in r["error"], r["error"]
+    logs = _logs(tmp_path)
+    assert "dropped: its node left the cluster" in logs and "Traceback" not in logs, logs
+    after = _actor_counts(cluster.address)
+    assert len(after) == 1 and sum(after.values()) > 0, after  # the head's device still answers
+
+
+def _logs(tmp_path: Path) -> str:
+    return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-2000:]}" for p in tmp_path.glob("*.log"))
+
+
+def test_features_on_the_cluster_and_a_device_no_node_offers(cluster):
+    """The measurer's features (computed in Ray tasks) are the local ones; a device key no
+    node offers is one line naming the resource to start a node with."""
+    from autotune.measure import MeasureOptions, candidate_features_of
+    from autotune.ray_measure import RayMeasurer, check_device
+    from autotune.task import Task
+    from tensorir.errors import InputError
+    from tensorir.graph.types import TensorType
+    from tensorir.ops.workload import workload_key
+
+    ins = (TensorType((8, 16)), TensorType((16, 8)))
+    task = Task(
+        key=workload_key("matmul", ins, {}), op="matmul", in_types=ins, attrs={}, flops=2 * 8 * 16 * 8
+    )
+    space = task.space()
+    configs = [space.default(), *(space.sample(__import__("random").Random(k)) for k in range(3))]
+    with RayMeasurer(MeasureOptions(), DEVICE, cluster.address) as m:
+        got = m.features(task, configs)
+        with pytest.raises(InputError, match=r"no node of the cluster offers device 'nope'.*tir-device:nope"):
+            check_device("nope", cluster.address)
+    for cfg, f in zip(configs, got, strict=True):
+        assert f is not None and np.array_equal(f, candidate_features_of(task, cfg, "host"))
