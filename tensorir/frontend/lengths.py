@@ -52,13 +52,16 @@ def follow(graph: Graph, lengths: dict[Value, Length], new_nodes: Sequence[int],
     ModelError naming `label` where a node cannot carry one."""
     for nid in nx.topological_sort(graph.nx.subgraph(new_nodes)):
         node = graph.node(nid)
-        dyn = [lengths.get(v) for v in graph.inputs_of(nid)]
+        dyn = _relevant(graph, nid, [lengths.get(v) for v in graph.inputs_of(nid)])
         live = [d for d in dyn if d is not None]
         if not live:
             continue
         src = live[0]
+        made = any(Value(nid, i) in lengths for i in range(len(node.outputs)))
+        if made and all(d.count in graph.inputs_of(nid) for d in live):
+            continue  # it reads the length itself (topk_dyn, unique with a length)
         try:
-            if node.op in PRODUCERS or any(Value(nid, i) in lengths for i in range(len(node.outputs))):
+            if node.op in PRODUCERS or made:
                 raise Refused("its result would count the padding past the length")
             if any(d.count != src.count for d in live):
                 raise Refused("two different data-dependent lengths meet here")
@@ -83,6 +86,17 @@ def add_length_outputs(graph: Graph, lengths: dict[Value, Length]) -> None:
             graph.output_lengths[name] = (lengths[v].axis, companion)
             extra.append((companion, lengths[v].count))
     graph.outputs = [*graph.outputs, *extra]
+
+
+def _relevant(graph: Graph, nid: int, dyn: list[Length | None]) -> list[Length | None]:
+    """The lengths that matter to the node: a gather (nd) whose data has a length along the
+    axis it picks from reads valid rows only (the indices say which), so that one does not."""
+    node = graph.node(nid)
+    if node.op == "gather" and dyn[0] is not None and dyn[0].axis == node.attr["axis"]:
+        return [None, *dyn[1:]]
+    if node.op == "gather_nd" and dyn[0] is not None and dyn[0].axis >= node.attr.get("batch_dims", 0):
+        return [None, *dyn[1:]]
+    return dyn
 
 
 # ---- rules: the output axis (None: no length) of each output ------------------------------
@@ -127,6 +141,14 @@ def _gather(graph: Graph, nid: int, dyn: Dyn) -> list[int | None]:
     if data_len.axis == axis:  # indices pick valid rows: the result has no length
         return [None]
     return [data_len.axis if data_len.axis < axis else data_len.axis + idx_rank - 1]
+
+
+def _gather_nd(graph: Graph, nid: int, dyn: Dyn) -> list[int | None]:
+    """Rows of the indices (any axis but their last) are rows of the result."""
+    idx_rank = len(_shape(graph, graph.inputs_of(nid)[1]))
+    if dyn[0] is not None or dyn[1].axis >= idx_rank - 1:
+        raise Refused("the length is not on the rows of its indices")
+    return [dyn[1].axis]
 
 
 def _along_other_axis(key: str) -> Rule:
@@ -177,6 +199,7 @@ _RULES: dict[str, Rule] = {
     "identity": _reshape,
     "transpose": _transpose,
     "gather": _gather,
+    "gather_nd": _gather_nd,
     "concat": _along_other_axis("axis"),
     "split": _along_other_axis("axis"),
     "softmax": _along_other_axis("axis"),

@@ -82,6 +82,7 @@ class ImportContext:
         self.values: dict[str, Value] = {}
         self.input_values = dict(input_values)
         self._folded: dict[Value, np.ndarray] = {}
+        self._unknown: set[int] = set()  # nodes found to depend on a run-time input
         self.lengths: dict[Value, Length] = {}  # data-dependent lengths (frontend/lengths.py)
 
     # ---- reading a node ---------------------------------------------------
@@ -140,9 +141,14 @@ class ImportContext:
             const = Node("constant", outputs=(TensorType.of(arr),), name=node.name, value=arr)
             self.graph.replace_node(v.node, const)
             return arr
-        args = [self.const_value(u) for u in self.graph.inputs_of(v.node)]
-        if any(a is None for a in args):
+        if v.node in self._unknown:
             return None
+        args = []
+        for u in self.graph.inputs_of(v.node):
+            args.append(self.const_value(u))
+            if args[-1] is None:  # remembered: a DAG's shared producers are walked once
+                self._unknown.add(v.node)
+                return None
         outs = get_op(node.op).run_reference(args, node.attr)
         for i, o in enumerate(outs):
             self._folded[Value(v.node, i)] = o

@@ -63,6 +63,8 @@ def _select(ctx: ImportContext, node: onnx.NodeProto, cond: Value, a: Any, b: An
             f"{node_label(node)}: the condition is computed at run time and the branches give "
             "sequences of different lengths, or optionals: their structure cannot depend on run time"
         )
+    if a in ctx.lengths or b in ctx.lengths:
+        return _select_lengths(ctx, node, cond, a, b)
     ta, tb = ctx.type_of(a), ctx.type_of(b)
     if ta != tb:
         raise ModelError(
@@ -70,6 +72,42 @@ def _select(ctx: ImportContext, node: onnx.NodeProto, cond: Value, a: Any, b: An
             f"different types ({ta} and {tb}): an output's shape cannot depend on run time"
         )
     return ctx.add("where", [cond, a, b], node=node)[0]
+
+
+def _select_lengths(ctx: ImportContext, node: onnx.NodeProto, cond: Value, a: Value, b: Value) -> Value:
+    """Branch outputs with data-dependent lengths (frontend/lengths.py) along one axis: both
+    padded to the larger bound there, selected, and the length selected with them."""
+    la, lb = ctx.lengths.get(a), ctx.lengths.get(b)
+    axis = (la or lb).axis
+    if la and lb and la.axis != lb.axis:
+        raise ModelError(f"{node_label(node)}: the branches give data-dependent lengths along different axes")
+    ta, tb = ctx.type_of(a), ctx.type_of(b)
+    if (
+        ta.dtype != tb.dtype
+        or ta.ndim != tb.ndim
+        or any(x != y for k, (x, y) in enumerate(zip(ta.shape, tb.shape, strict=True)) if k != axis)
+    ):
+        raise ModelError(
+            f"{node_label(node)}: the condition is computed at run time and the branches give "
+            f"{ta} and {tb}: only the data-dependent length along axis {axis} may differ"
+        )
+    bound = max(ta.shape[axis], tb.shape[axis])
+
+    def padded(v: Value) -> Value:
+        extra = bound - ctx.type_of(v).shape[axis]
+        if not extra:
+            return v
+        pads = [0] * (2 * ctx.type_of(v).ndim)
+        pads[ctx.type_of(v).ndim + axis] = extra
+        return ctx.add("pad", [v], {"pads": tuple(pads)}, node=node)[0]
+
+    def count(length: Any, t: Any) -> Value:
+        return length.count if length else ctx.const(np.int64(t.shape[axis]))
+
+    (out,) = ctx.add("where", [cond, padded(a), padded(b)], node=node)
+    (n,) = ctx.add("where", [cond, count(la, ta), count(lb, tb)], node=node)
+    ctx.set_length(out, axis, n, node)
+    return out
 
 
 def _truth(ctx: ImportContext, v: Value) -> bool | None:

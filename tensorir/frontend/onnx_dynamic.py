@@ -118,7 +118,16 @@ def unique(ctx: ImportContext, node: onnx.NodeProto) -> list[Value]:
             raise ModelError(f"{node_label(node)}: axis {axis} is out of range for rank {rank}")
         axis %= rank
     op_attrs = {"sorted": int(attrs.get("sorted", 1)), "axis": axis}
-    y, indices, inverse, counts, count = ctx.add("unique", [x], op_attrs, node=node)
+    inputs = [x]
+    if x in ctx.lengths:  # only the valid rows count
+        along = ctx.lengths[x].axis
+        if along != (0 if axis is None else axis):
+            raise ModelError(
+                f"{node_label(node)}: its input has a data-dependent length along axis {along} "
+                f"(from {ctx.lengths[x].origin}); Unique over axis {axis} of it is not supported"
+            )
+        inputs.append(ctx.lengths[x].count)
+    y, indices, inverse, counts, count = ctx.add("unique", inputs, op_attrs, node=node)
     ctx.set_length(y, 0 if axis is None else axis, count, node)
     ctx.set_length(indices, 0, count, node)
     ctx.set_length(counts, 0, count, node)

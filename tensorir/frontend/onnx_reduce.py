@@ -16,7 +16,6 @@ import onnx
 from tensorir.errors import ModelError, ShapeError
 from tensorir.frontend.onnx import ImportContext, converter, node_label
 from tensorir.graph.graph import Value
-from tensorir.ops.reduce_compute import MAX_TOPK_K
 
 _REDUCE = {
     "ReduceSum": "reduce_sum",
@@ -104,26 +103,32 @@ def topk(ctx: ImportContext, node: onnx.NodeProto) -> list[Value]:
         "largest": int(attrs.get("largest", 1)),
         "sorted": int(attrs.get("sorted", 1)),
     }
-    n = ctx.type_of(x).shape[out["axis"]]
-    if ctx.opset >= 10 and ctx.known_value(ctx.input(node, 1)) is None and 1 <= n <= MAX_TOPK_K:
-        return _topk_runtime_k(ctx, node, x, out, n)
+    length = ctx.lengths.get(x)
+    along = length is not None and length.axis == out["axis"]
+    if ctx.opset >= 10 and (along or ctx.known_value(ctx.input(node, 1)) is None):
+        return _topk_dyn(ctx, node, x, out, length.count if along else None)
     out["k"] = const_int(ctx, node, 1, "K") if ctx.opset >= 10 else int(attrs["k"])
     return ctx.add("topk", [x], out, node=node)
 
 
-def _topk_runtime_k(ctx: ImportContext, node: onnx.NodeProto, x: Value, attrs: dict, n: int) -> list[Value]:
-    """K computed at run time: all n sorted, and min(K, n) as the outputs' length."""
+def _topk_dyn(
+    ctx: ImportContext, node: onnx.NodeProto, x: Value, attrs: dict, length: Value | None
+) -> list[Value]:
+    """K known at run time only, or x with a data-dependent length along the axis: every
+    line sorted, min(K, valid entries) as the outputs' length (ops/dynamic.py topk_dyn)."""
     k = ctx.input(node, 1)
     if ctx.type_of(k).size != 1:
         raise ModelError(
             f"{node_label(node)}: K must hold one integer, got shape {list(ctx.type_of(k).shape)}"
         )
-    (k,) = ctx.add("reshape", [k], {"shape": ()}, node=node)
-    (count,) = ctx.add("clip", [k], {"min": 0, "max": n}, node=node)
-    outs = ctx.add("topk", [x], {**attrs, "k": n}, node=node)
-    for v in outs:
+    if ctx.type_of(k).dtype != "int64":
+        (k,) = ctx.add("cast", [k], {"to": "int64"}, node=node)
+    if length is None:
+        length = ctx.const(np.int64(ctx.type_of(x).shape[attrs["axis"]]))
+    values, indices, count = ctx.add("topk_dyn", [x, length, k], attrs, node=node)
+    for v in (values, indices):
         ctx.set_length(v, attrs["axis"], count, node)
-    return outs
+    return [values, indices]
 
 
 @converter("CumSum", "CumProd")

@@ -7,9 +7,15 @@ frontend (frontend/onnx_dynamic.py, onnx_lengths.py) follows the length through 
 keep rows apart and makes it a graph output, and the runtime trims the output to it.
 
     nonzero(x)                    -> idx (rank, size) int64,  count
+    topk_dyn(x, length, k)        -> values, indices (x's shape), count
     nms(boxes, scores, max_out, iou_threshold, score_threshold)
                                   -> selected (rows, 3) int64, count
-    unique(x)                     -> y, indices, inverse, counts, count
+    unique(x[, length])           -> y, indices, inverse, counts, count
+
+topk_dyn is TopK when K is known only at run time, or x itself has a length along the axis
+(`length`, the valid entries; a constant when it has none): every line sorted (ties: lower
+index first), count = min(K, length). unique with `length` reads only the first `length`
+slices (axis None: the first `length` rows of x flattened).
 
 nms follows onnxruntime's NonMaxSuppression: per (batch, class), the boxes with a score above
 `score_threshold` (all boxes without one) in order of score, ties by lower index, each kept
@@ -125,6 +131,39 @@ def nms(
     return out, np.array(len(selected), np.int64)
 
 
+# ---- topk_dyn -----------------------------------------------------------------------------
+def _infer_topk_dyn(ins: Types, attrs: dict[str, Any]) -> Types:
+    x = ins[0]
+    if not 0 <= attrs["axis"] < x.ndim:
+        raise ShapeError(f"topk_dyn: axis {attrs['axis']} is out of range for {x}")
+    return [x, TensorType(x.shape, "int64"), COUNT]
+
+
+def _clipped(v: np.ndarray, hi: int) -> int:
+    return int(np.clip(np.asarray(v).reshape(-1)[0], 0, hi))
+
+
+@register_op("topk_dyn", infer=_infer_topk_dyn, pattern="opaque")
+def topk_dyn(
+    x: np.ndarray,
+    length: np.ndarray,
+    k: np.ndarray,
+    axis: int,
+    largest: int = 1,
+    sorted: int = 1,  # noqa: A002
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    from tensorir.ops.reduce import stable_order
+
+    valid = _clipped(length, x.shape[axis])
+    keep = _clipped(k, valid)
+    lines = np.moveaxis(x, axis, -1)
+    order = stable_order(lines[..., :valid], lines.ndim - 1, bool(largest))[..., :keep].astype(np.int64)
+    values, indices = np.zeros_like(lines), np.zeros(lines.shape, np.int64)
+    values[..., :keep] = np.take_along_axis(lines[..., :valid], order, -1)
+    indices[..., :keep] = order
+    return np.moveaxis(values, -1, axis), np.moveaxis(indices, -1, axis), np.array(keep, np.int64)
+
+
 # ---- unique -------------------------------------------------------------------------------
 def unique_layout(shape: tuple[int, ...], axis: int | None) -> tuple[int, int, int]:
     """(outer, n, inner): x seen as (outer, n, inner) slices along `axis` (None: flattened)."""
@@ -145,13 +184,27 @@ def _infer_unique(ins: Types, attrs: dict[str, Any]) -> Types:
     return [TensorType(y, x.dtype), idx, idx, idx, COUNT]
 
 
+def valid_slices(shape: tuple[int, ...], axis: int | None, length: int) -> int:
+    """Slices of x unique reads when x has `length` valid rows (along `axis`; None: the first
+    axis, x flattened)."""
+    n = unique_layout(shape, axis)[1]
+    per_row = 1 if axis is not None else n // max(shape[0], 1) if shape else 1
+    return max(0, min(n, length * per_row))
+
+
 @register_op("unique", infer=_infer_unique, pattern="opaque")
-def unique(x: np.ndarray, sorted: int = 1, axis: int | None = None) -> tuple[np.ndarray, ...]:  # noqa: A002
+def unique(
+    x: np.ndarray,
+    length: np.ndarray | None = None,
+    sorted: int = 1,  # noqa: A002
+    axis: int | None = None,
+) -> tuple[np.ndarray, ...]:
     outer, n, inner = unique_layout(x.shape, axis)
     slices = np.moveaxis(x.reshape(outer, n, inner), 1, 0).reshape(n, -1)
     firsts: list[int] = []
     inverse = np.zeros(n, np.int64)
-    for k in range(n):
+    valid = n if length is None else valid_slices(x.shape, axis, int(np.asarray(length).reshape(-1)[0]))
+    for k in range(valid):
         match = next((j for j, f in enumerate(firsts) if np.array_equal(slices[k], slices[f])), None)
         if match is None:
             firsts.append(k)
@@ -163,7 +216,7 @@ def unique(x: np.ndarray, sorted: int = 1, axis: int | None = None) -> tuple[np.
         order.sort(key=lambda j: tuple(slices[firsts[j]].tolist()))
     rank = np.empty(u, np.int64)
     rank[order] = np.arange(u)
-    counts = np.bincount(inverse, minlength=u).astype(np.int64)
+    counts = np.bincount(inverse[:valid], minlength=u).astype(np.int64)
     y = np.zeros((outer, n, inner), x.dtype)
     picked = [firsts[j] for j in order]
     y[:, :u] = x.reshape(outer, n, inner)[:, picked]
@@ -171,4 +224,6 @@ def unique(x: np.ndarray, sorted: int = 1, axis: int | None = None) -> tuple[np.
     indices = np.concatenate([np.array(picked, np.int64), pad])
     counts_out = np.concatenate([counts[order], pad])
     y = y.reshape(-1) if axis is None else y.reshape(x.shape)
-    return y, indices, rank[inverse] if u else inverse, counts_out, np.array(u, np.int64)
+    inverse = rank[inverse] if u else inverse
+    inverse[valid:] = 0
+    return y, indices, inverse, counts_out, np.array(u, np.int64)

@@ -43,7 +43,7 @@ from tensorir.loop.ir import (
     Var,
 )
 from tensorir.loop.verify import verify
-from tensorir.ops.dynamic import unique_layout
+from tensorir.ops.dynamic import unique_layout, valid_slices
 from tensorir.ops.registry import NoScheduleError, get_op, register_kernel
 from tensorir.target import Target
 
@@ -274,12 +274,21 @@ def unique_kernel(
     in_types: list[TensorType], attrs: dict[str, Any], target: Target, name: str, passes: bool = True
 ) -> LoopFunc:
     _cpu_only("unique", target)
-    names = ("x", "y", "indices", "inverse", "counts", "count")
-    x, y, indices, inverse, counts, count = _params(in_types, get_op("unique").infer(in_types, attrs), names)
-    outer, n, inner = unique_layout(in_types[0].shape, attrs.get("axis"))
+    has_length = len(in_types) == 2
+    names = ("x", *(("length",) if has_length else ()), "y", "indices", "inverse", "counts", "count")
+    params = _params(in_types, get_op("unique").infer(in_types, attrs), names)
+    x, y, indices, inverse, counts, count = (p for p in params if p.name != "length")
+    shape = in_types[0].shape
+    outer, n, inner = unique_layout(shape, attrs.get("axis"))
+    per_row = valid_slices(shape, attrs.get("axis"), 1) if has_length else 0
+    valid = (
+        BinOp("min", BinOp("max", Load(params[1], ZERO) * per_row, ZERO), Const(n))
+        if has_length
+        else Const(n)
+    )
     first, cnt, rank = (Buffer(nm, (max(n, 1),), "int64") for nm in ("first", "cnt", "rank"))
     regs = _Regs()
-    u, found, same, state, rk = (regs.new(r) for r in ("u", "found", "same", "state", "rk"))
+    u, found, same, state, rk, nv = (regs.new(r) for r in ("u", "found", "same", "state", "rk", "nv"))
     k, j, o, e, w = (Var(v) for v in ("k", "j", "o", "e", "w"))
     at = lambda buf, row, col: Load(buf, (o * n + row) * inner + col)  # noqa: E731
 
@@ -330,10 +339,12 @@ def unique_kernel(
     zero_y = Const(0, y.dtype) if y.dtype != "bool" else Const(False, "bool")
     body = seq(
         put(u, ZERO),
-        loop(k, n, seq(put(found, Const(-1)), find, record)),
+        put(nv, valid),
+        loop(k, get(nv), seq(put(found, Const(-1)), find, record)),
         loop(j, get(u), ranked if attrs.get("sorted", 1) else Store(rank, j, j)),
         loop(j, get(u), place),
-        loop(k, n, Store(inverse, k, Load(rank, Load(inverse, k)))),
+        loop(k, get(nv), Store(inverse, k, Load(rank, Load(inverse, k)))),
+        upto(k, get(nv), n, Store(inverse, k, ZERO)),
         upto(
             j,
             get(u),
@@ -346,4 +357,66 @@ def unique_kernel(
         ),
         Store(count, ZERO, get(u)),
     )
-    return _finish(name, (x, y, indices, inverse, counts, count), (first, cnt, rank), regs.wrap(body))
+    return _finish(name, params, (first, cnt, rank), regs.wrap(body))
+
+
+# ---- topk_dyn -----------------------------------------------------------------------------
+@register_kernel("topk_dyn")
+def topk_dyn_kernel(
+    in_types: list[TensorType], attrs: dict[str, Any], target: Target, name: str, passes: bool = True
+) -> LoopFunc:
+    """Each line's valid entries insertion-sorted straight into the outputs (an entry goes
+    after those at least as good: ties keep the lower index first), the rest zeroed."""
+    _cpu_only("topk_dyn", target)
+    names = ("x", "length", "k", "values", "indices", "count")
+    x, length, k_in, values, indices, count = _params(
+        in_types, get_op("topk_dyn").infer(in_types, attrs), names
+    )
+    axis = attrs["axis"]
+    shape = in_types[0].shape
+    outer, n, inner = math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1 :])
+    regs = _Regs()
+    m, p = regs.new("m"), regs.new("p")
+    o, e, j, q, t = (Var(v) for v in ("o", "e", "j", "q", "t"))
+    valid, keep, v = Var("valid"), Var("keep"), Var("v", values.dtype)
+    at = lambda row: (o * n + row) * inner + e  # noqa: E731
+    ahead = (lambda a: a >= v) if attrs.get("largest", 1) else (lambda a: a <= v)
+    insert = LetStmt(
+        v,
+        Load(x, at(j)),
+        seq(
+            put(p, ZERO),
+            loop(q, get(m), If(ahead(Load(values, at(q))), incr(p))),
+            loop(
+                t,
+                get(m) - get(p),
+                seq(
+                    Store(values, at(get(m) - t), Load(values, at(get(m) - t - 1))),
+                    Store(indices, at(get(m) - t), Load(indices, at(get(m) - t - 1))),
+                ),
+            ),
+            Store(values, at(get(p)), v),
+            Store(indices, at(get(p)), j),
+            incr(m),
+        ),
+    )
+    zero_v = Const(0, values.dtype) if values.dtype != "bool" else Const(False, "bool")
+    line = seq(
+        put(m, ZERO),
+        loop(j, valid, insert),
+        upto(j, keep, n, seq(Store(values, at(j), zero_v), Store(indices, at(j), ZERO))),
+    )
+    clip = lambda a, hi: BinOp("min", BinOp("max", a, ZERO), hi)  # noqa: E731
+    body = LetStmt(
+        valid,
+        clip(Load(length, ZERO), Const(n)),
+        LetStmt(
+            keep,
+            clip(Load(k_in, ZERO), valid),
+            seq(
+                loop(o, outer, loop(e, inner, line)),
+                Store(count, ZERO, keep),
+            ),
+        ),
+    )
+    return _finish(name, (x, length, k_in, values, indices, count), (), regs.wrap(body))
