@@ -129,6 +129,7 @@ class _Job:
     deadline: float
     tries: int  # builds, or runs, of this candidate so far, this one included
     actor: _Actor | None = None
+    restarts: int = 0  # the actor's restarts by this tuner when the run was sent
 
 
 @dataclasses.dataclass
@@ -213,6 +214,7 @@ class RayMeasurer:
             self._drop(actor, f"{why}, again after a restart")
             return
         print(f"ray: device actor {actor.name} restarted: {why}", file=sys.stderr, flush=True)
+        actor.suspect = True  # until it answers: runs lost meanwhile were said lost here
         self.ray.kill(actor.handle, no_restart=False)
 
     def _pick(self, avoid: _Actor | None = None) -> _Actor | None:
@@ -293,7 +295,7 @@ class RayMeasurer:
         actor.sent += 1
         timeout = self.options.run_timeout_s * (1 + actor.in_flight)  # its queue ahead of it
         ref = actor.handle.run.remote(batch.task, built, self.options)
-        batch.runs[ref] = _Job(i, built, time.monotonic() + timeout, tries, actor)
+        batch.runs[ref] = _Job(i, built, time.monotonic() + timeout, tries, actor, actor.restarts)
 
     def _ran(self, batch: _Batch, ref: Any, run: _Job) -> None:
         actor, res = run.actor, batch.results[run.index]
@@ -314,7 +316,8 @@ class RayMeasurer:
         except Exception as e:  # neither the actor's death nor the candidate's loss
             res.error = f"run failed on the cluster: {_first_line(e)}"
             return
-        actor.suspect = False
+        if run.restarts == actor.restarts:  # an answer of the instance running now
+            actor.suspect = False
         if reply[0] == "ran":
             res.costs = list(reply[1])
             actor.failed = 0
@@ -332,7 +335,7 @@ class RayMeasurer:
         assert actor is not None
         if actor.node not in self._live_nodes():
             self._drop(actor, "its node left the cluster; its runs go to the other devices")
-        elif actor in self.actors and not actor.suspect:
+        elif actor in self.actors and not actor.suspect and run.restarts == actor.restarts:
             print(
                 f"ray: device actor {actor.name} lost a run ({type(e).__name__}); "
                 "the other devices take its runs until it answers again",

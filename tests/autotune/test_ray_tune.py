@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -21,11 +22,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import ray
+import ray  # no ray: this module fails to import and its tests fail, never skip
 
 from autotune.cli_tune import tuning_device
 from autotune.db_open import open_database
 from autotune.ray_device import NAMESPACE, device_resource
+from autotune.task import Task
+from tensorir.graph.types import TensorType
+from tensorir.ops.workload import workload_key
 from tensorir.schedule.space import config_key
 from tests.autotune.ray_cluster import RayCluster, ray_env
 
@@ -73,6 +77,11 @@ def _tune(db: Path, *extra: str, trials: int = 6) -> subprocess.CompletedProcess
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"{trials} trials in" in done.stdout, done.stdout
     return done
+
+
+def _matmul(m: int, k: int, n: int) -> Task:
+    ins = (TensorType((m, k)), TensorType((k, n)))
+    return Task(key=workload_key("matmul", ins, {}), op="matmul", in_types=ins, attrs={}, flops=2 * m * k * n)
 
 
 def _valid(records: list[dict]) -> list[dict]:
@@ -240,20 +249,53 @@ def test_features_on_the_cluster_and_a_device_no_node_offers(cluster):
     node offers is one line naming the resource to start a node with."""
     from autotune.measure import MeasureOptions, candidate_features_of
     from autotune.ray_measure import RayMeasurer, check_device
-    from autotune.task import Task
     from tensorir.errors import InputError
-    from tensorir.graph.types import TensorType
-    from tensorir.ops.workload import workload_key
 
     ins = (TensorType((8, 16)), TensorType((16, 8)))
     task = Task(
         key=workload_key("matmul", ins, {}), op="matmul", in_types=ins, attrs={}, flops=2 * 8 * 16 * 8
     )
     space = task.space()
-    configs = [space.default(), *(space.sample(__import__("random").Random(k)) for k in range(3))]
+    configs = [space.default(), *(space.sample(random.Random(k)) for k in range(3))]
     with RayMeasurer(MeasureOptions(), DEVICE, cluster.address) as m:
         got = m.features(task, configs)
         with pytest.raises(InputError, match=r"no node of the cluster offers device 'nope'.*tir-device:nope"):
             check_device("nope", cluster.address)
     for cfg, f in zip(configs, got, strict=True):
         assert f is not None and np.array_equal(f, candidate_features_of(task, cfg, "host"))
+
+
+def test_a_device_that_disconnects_is_restarted_then_dropped(cluster, capsys):
+    """Device actors whose device does not answer (an rpc server gone): every candidate is an
+    error result saying why, and each actor is restarted, then dropped, with one line each."""
+    from autotune.measure import MeasureOptions
+    from autotune.ray_measure import FAILED_IN_A_ROW, RayMeasurer
+
+    task = _matmul(8, 16, 8)
+    space = task.space()
+    rng = random.Random(5)
+    configs = list(
+        {config_key(space.complete(c)): c for c in (space.sample(rng) for _ in range(40))}.values()
+    )
+    options = MeasureOptions(rpc=("127.0.0.1:1",), run_timeout_s=10.0)  # nothing listens there
+    results = []
+    with RayMeasurer(options, DEVICE, cluster.address) as m:
+        names = {a.name for a in m.actors}
+        for k in range(0, 8 * len(names) * FAILED_IN_A_ROW, 4):
+            results += m.measure(task, configs[k : k + 4])
+            if not m.actors:
+                break
+        assert not m.actors  # all dropped
+        last = m.measure(task, configs[-2:])
+    err = capsys.readouterr().err.splitlines()
+    gone = f"no device actor left for {DEVICE}"
+    assert all(r.error and gone in r.error for r in last)
+    for r in results:
+        assert not r.costs and r.error, r
+        assert any(w in r.error for w in ("127.0.0.1:1", "lost its device actor", gone)), r.error
+    other = [ln for ln in err if " restarted: " not in ln and " dropped: " not in ln]
+    assert all(" lost a run (" in ln for ln in other), "\n".join(err)  # a call the restart caught
+    for name in names:
+        restarted = [ln for ln in err if f"{name} restarted: 3 runs in a row failed" in ln]
+        dropped = [ln for ln in err if f"{name} dropped: " in ln and "again after a restart" in ln]
+        assert len(restarted) == len(dropped) == 1, err
