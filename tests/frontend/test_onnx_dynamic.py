@@ -257,3 +257,21 @@ def test_nms_head_on_opencl_runs_nms_on_the_cpu_and_the_rest_on_the_device():
     assert ours[1].shape[0] >= 4
     for a, b in zip(ours, theirs, strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.arm64
+def test_nms_on_linux_arm64_under_qemu():
+    """The loop-IR kernels and the length outputs on ARM64: run under qemu, cut to length."""
+    batch, classes, n = 1, 2, 40
+    node = h.make_node("NonMaxSuppression", ["boxes", "scores", "mo", "iou", "thr"], ["sel"])
+    inits = [
+        h.make_tensor("mo", T.INT64, [1], [6]),
+        h.make_tensor("iou", T.FLOAT, [1], [0.3]),
+        h.make_tensor("thr", T.FLOAT, [1], [0.2]),
+    ]
+    inputs = [("boxes", T.FLOAT, [batch, n, 4]), ("scores", T.FLOAT, [batch, classes, n])]
+    model = _model([node], inputs, [("sel", T.INT64)], inits)
+    feeds = {"boxes": _boxes(batch, n), "scores": RNG.random((batch, classes, n)).astype(np.float32)}
+    (ours,), (theirs,) = tensorir.compile(model, "linux-arm64").run(feeds), _ort(model, feeds)
+    assert 4 <= len(theirs) <= 12
+    np.testing.assert_array_equal(ours, theirs)
