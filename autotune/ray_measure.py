@@ -10,10 +10,11 @@ tuner connected to the cluster finds the same actors (get_if_exists), so several
 several models or people) measure on the same devices one candidate at a time, queued by
 Ray. A node offering N units of `tir-device:<key>` gets N actors.
 
-Each batch attaches the devices of nodes that joined since. Each candidate's build goes to
-the cluster as soon as the batch is proposed; when it is built, its run goes to the device
-actor with the fewest of this tuner's runs in flight, then given so far (the built library
-moves from the building node to the measuring one through Ray's object store).
+Each batch drops the actors of nodes that left and attaches the devices of nodes that
+joined. Each candidate's build goes to the cluster as soon as the batch is proposed; when it
+is built, its run goes to the device actor with the fewest of this tuner's runs in flight,
+then given so far (the built library moves from the building node to the measuring one
+through Ray's object store).
 
 Faults, none of them lost silently or invented:
 - a node lost mid-build: Ray runs the build again elsewhere (max_retries); a build that
@@ -253,6 +254,9 @@ class RayMeasurer:
 
     def measure(self, task: Task, configs: Sequence[dict]) -> list[MeasureResult]:
         """One MeasureResult per config: built on the cluster, run on the device actors."""
+        live = self._live_nodes()
+        for actor in [a for a in self.actors if a.node not in live]:
+            self._drop(actor, "its node left the cluster; its runs go to the other devices")
         self._attach()  # nodes that joined since
         batch = _Batch(self.ray.put(task), [MeasureResult(dict(c)) for c in configs])
         for i in range(len(configs)):
