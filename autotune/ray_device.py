@@ -12,25 +12,26 @@ It goes through Ray's object store from the building node to the measuring one.
 A device actor (`DeviceActor`) stands for one attached device: it is placed on the node that
 offers the device's custom resource, `tir-device:<device key>` (`ray start --resources
 '{"tir-device:x86_64-znver4-avx512": 1}'`; a node's own CPU is a device too), and measures
-through the runner the target and options name (autotune/runners.py `runner_for`: the CPU
-in-process, OpenCL, an adb phone or `tir rpc serve` servers). A CPU library is loaded into
-the actor's process and timed by the CPU runner exactly as a JIT'd kernel is. Its calls are
-served one at a time, so candidates of several tuners never compete for the device.
+through the runner the target and options name (autotune/runners.py `runner_for`: the CPU,
+OpenCL, an adb phone or `tir rpc serve` servers). In the CPU runner's place a shipped
+library runs in a child process of the actor (`LibraryRunner`: the measuring child of `tir
+rpc serve`, with the CPU runner's timings), so a candidate that crashes or hangs costs a
+child, not the device actor. Its calls are served one at a time, so candidates of several
+tuners never compete for the device.
 
-Replies: "ran" with the timings; "error": the candidate's fault (wrong result); "failed":
-the runner raised (a crash reported by the device, the device unreachable, ...): an error
-result too, and the driver restarts or drops an actor after several in a row.
+Replies: "ran" with the timings; "error": the candidate's fault (a wrong result, a crash or
+hang of its measuring child); "failed": the runner raised (the device unreachable, adb or an
+rpc server gone, ...): an error result too, and the driver restarts or drops an actor after
+several in a row.
 """
 
 from __future__ import annotations
 
 import collections
-import ctypes
 import dataclasses
 import os
-import tempfile
 import time
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -38,7 +39,7 @@ import numpy as np
 from autotune.builders import Builder, Built
 from autotune.measure import MeasureOptions, _reason, candidate_features_of, device_profile_of
 from autotune.rpc_runner import LibraryKernel
-from autotune.runners import CpuRunner, Runner, WrongResult, runner_for
+from autotune.runners import CpuRunner, Runner, WrongResult, check_outputs, kernel_arrays, runner_for
 from autotune.task import Task
 from tensorir.target import Target, get_target
 
@@ -94,27 +95,52 @@ def features_chunk(task: Task, configs: list[dict], target: str) -> list[np.ndar
     return out
 
 
-def load_library_kernel(built: Built, target: str, threads: int | None) -> Any:
-    """The LibraryKernel of `built` loaded into this process as a HostKernel (what the CPU
-    runner binds and calls). Libraries are never unloaded: a kernel's thread pool may still
-    be parked in one."""
-    from tensorir.runtime.jit import HostKernel
+class CandidateFailed(Exception):
+    """The candidate crashed or hung its measuring process, or raised there."""
 
-    kernel: LibraryKernel = built.kernel
-    fd, path = tempfile.mkstemp(prefix="tir-ray-", suffix=".so")
-    try:
-        os.write(fd, kernel.data)
-        os.close(fd)
-        lib = ctypes.CDLL(path, mode=os.RTLD_NOW | os.RTLD_LOCAL)
-    finally:
-        Path(path).unlink()
-    set_threads = getattr(lib, "tir_set_num_threads", None)
-    if set_threads is not None and threads:
-        set_threads(ctypes.c_int32(threads))
-    address = ctypes.cast(getattr(lib, kernel.symbol), ctypes.c_void_p).value
-    host = HostKernel(built.func, get_target(target), kernel.symbol, int(address or 0))
-    host.library = lib  # keeps the library loaded as long as the kernel lives
-    return host
+
+@dataclasses.dataclass
+class LibraryRunner:
+    """The CPU runner for a shipped candidate (a shared library's bytes): loaded and timed in
+    a child process of the actor (rpc_exec.ChildRunner, as `tir rpc serve` measures), with
+    the CPU runner's warm-up, cold or warm timings and checks, so a candidate that crashes
+    or hangs costs a child, not the actor, and the child is replaced after
+    rpc_exec.MAX_LIBRARIES libraries (each may keep a parked thread pool)."""
+
+    child: Any = None
+
+    def run(
+        self, built: Built, inputs: Sequence[np.ndarray], reference: Sequence[np.ndarray], options: Any
+    ) -> list[float]:
+        from autotune.rpc import RPCError
+        from autotune.rpc_exec import ChildRunner
+        from tensorir.ops.kernel import scratch_arrays
+
+        ins, outs = kernel_arrays(built, inputs)
+        kernel: LibraryKernel = built.kernel
+        job = {
+            "kind": "library",
+            "symbol": kernel.symbol,
+            "library": kernel.data,
+            "arrays": [*ins, *outs, *scratch_arrays(built.func)],
+            "outputs": list(range(len(ins), len(ins) + len(outs))),
+            "repeat": options.repeat,
+            "warmup": options.warmup,
+            "number": options.number or 0,
+            "threads": options.threads or 0,
+            "min_repeat_s": options.min_repeat_s,
+            "cold": bool(options.cold),
+            "activations": [k for k in range(len(ins)) if k not in built.const_args],
+        }
+        if self.child is None:
+            self.child = ChildRunner("host")
+        try:
+            times, got = self.child.run(job, timeout_s=options.run_timeout_s)
+        except RPCError as e:
+            raise CandidateFailed(str(e)) from None
+        if options.check:
+            check_outputs(got, reference, options)
+        return [float(t) for t in times]
 
 
 class DeviceActor:
@@ -125,6 +151,7 @@ class DeviceActor:
         self.device = device
         self.tasks: collections.OrderedDict[tuple, tuple[list, list]] = collections.OrderedDict()
         self.runners: dict[tuple, Runner] = {}
+        self.library_runner = LibraryRunner()  # in CpuRunner's place for shipped libraries
         self.measured = 0
 
     def info(self) -> dict:
@@ -140,14 +167,12 @@ class DeviceActor:
             inputs, reference = self._task_data(task, options.check)
             runner = self._runner(options)
             if isinstance(built.kernel, LibraryKernel) and isinstance(runner, CpuRunner):
-                built = dataclasses.replace(
-                    built, kernel=load_library_kernel(built, options.target, options.threads)
-                )
+                runner = self.library_runner
         except Exception as e:
             return ("failed", f"the device actor could not prepare the run: {_reason(e)}")
         try:
             costs = runner.run(built, inputs, reference, options)
-        except WrongResult as e:
+        except (WrongResult, CandidateFailed) as e:
             return ("error", str(e))
         except Exception as e:
             return ("failed", _reason(e))

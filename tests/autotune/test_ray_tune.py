@@ -9,6 +9,7 @@ a minute here (2 cores): two `ray start`s, four tuner processes, one compile.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -299,3 +300,32 @@ def test_a_device_that_disconnects_is_restarted_then_dropped(cluster, capsys):
         restarted = [ln for ln in err if f"{name} restarted: 3 runs in a row failed" in ln]
         dropped = [ln for ln in err if f"{name} dropped: " in ln and "again after a restart" in ln]
         assert len(restarted) == len(dropped) == 1, err
+
+
+def test_a_candidate_that_crashes_costs_a_child_not_the_device_actor(cluster, tmp_path):
+    """A shipped library that segfaults is an error result from the device actor, which goes
+    on (same process) and measures the next candidate."""
+    import shutil
+
+    from autotune.measure import MeasureOptions
+    from autotune.ray_measure import RayMeasurer
+    from autotune.rpc_runner import LibraryKernel, RPCBuilder
+    from tensorir.target import get_target
+
+    cc = shutil.which("clang-15") or shutil.which("cc")
+    assert cc, "a C compiler (clang-15, quickstart.sh installs it)"
+    src, lib = tmp_path / "crash.c", tmp_path / "libcrash.so"
+    src.write_text("void tir_crash(void) { *(volatile int *)0 = 1; }\n")
+    subprocess.run([cc, "-shared", "-fPIC", "-O0", "-o", str(lib), str(src)], check=True)
+    task = _matmul(8, 16, 8)
+    built = RPCBuilder(get_target("host")).build(task, task.space().default())
+    crash = dataclasses.replace(built, kernel=LibraryKernel("tir_crash", lib.read_bytes()))
+    options = MeasureOptions(repeat=2)
+    with RayMeasurer(options, DEVICE, cluster.address) as m:
+        actor = m.actors[0].handle
+        pid = ray.get(actor.info.remote())["pid"]
+        status, why = ray.get(actor.run.remote(task, crash, options))
+        assert status == "error" and "crashed the measuring process" in why, why
+        status, costs = ray.get(actor.run.remote(task, built, options))
+        assert status == "ran" and len(costs) == 2 and all(c > 0 for c in costs)
+        assert ray.get(actor.info.remote())["pid"] == pid
