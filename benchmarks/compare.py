@@ -10,6 +10,9 @@ sleep, and on 2 cores they would steal the next run's cores; so each block start
 short pause (PAUSE_S) in which the other runtime's threads go to sleep, then one untimed
 run. Reported: medians of --runs timed runs after --warmup runs. Results: a table on stdout and JSON in
 benchmarks/results/compare.json. Ratio = tensorir / onnxruntime (below 1: tensorir faster).
+Then, per model, start-up (fresh processes: library load to first output, vs onnxruntime's
+session creation and first run), code and weights size and kernel count (benchmarks/startup.py;
+--no-startup skips them).
 """
 
 from __future__ import annotations
@@ -116,6 +119,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--out", default=str(RESULTS / "compare.json"))
     p.add_argument("--records", metavar="DB", help="compile with this tuning database's best records")
     p.add_argument("--device", help="device key of the tuning records (default: the one that fits this CPU)")
+    p.add_argument("--no-startup", action="store_true", help="skip start-up time and size")
     args = p.parse_args(argv)
     records = None
     if args.records:
@@ -133,6 +137,14 @@ def main(argv: list[str] | None = None) -> None:
         print_table(rows[-len(args.threads) :])
     print()
     print_table(rows)
+    if not args.no_startup:
+        from benchmarks import startup
+
+        sizes = {name: startup.measure(build(name)) for name in args.models}
+        print()
+        startup.print_table(sizes)
+        for r in rows:
+            r.update(sizes[r["model"]])
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(rows, indent=1) + "\n")
 
