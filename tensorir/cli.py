@@ -177,6 +177,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_tolerance_args(p)
     p.set_defaults(func=_cmd_diff)
 
+    from tensorir.quantize.cli import add_quantize_parser
+
+    add_quantize_parser(sub)
+
     try:  # `tir tune` and `tir db`, when the autotune package is installed (tensorir never needs it)
         from autotune.cli_db import add_db_parser
         from autotune.cli_tune import add_tune_parser
