@@ -42,6 +42,15 @@ from tensorir.passes import Pass, add_op, const_of, inherit_name, remove_dead
 from tensorir.target import Target, get_target
 
 GLOBAL_REDUCTION = {"global_avg": "reduce_mean", "global_max": "reduce_max"}  # by layout rule
+SPATIAL_REDUCTIONS = ("reduce_mean", "reduce_max", "reduce_min", "reduce_sum")
+
+
+def _broadcasts_over_space(t: TensorType, out: TensorType) -> bool:
+    """A 4-D operand with the output's channels whose batch and spatial dims are the output's
+    or 1 (a squeeze-excite scale (N, C, 1, 1)): packed, it broadcasts against the packed output."""
+    if t.ndim != 4 or t.shape[1] != out.shape[1]:
+        return False
+    return all(d in (1, o) for k, (d, o) in enumerate(zip(t.shape, out.shape, strict=True)) if k != 1)
 
 
 def layout_enabled() -> bool:
@@ -123,7 +132,7 @@ class _Packer:
             full = arr.reshape((1,) * (4 - arr.ndim) + arr.shape)
             c = full.shape[1]
             return self.const(pack_array(full, block) if c != 1 else full[..., None])
-        if t.shape == like.shape:
+        if t.shape == like.shape or _broadcasts_over_space(t, like):
             return self.to_packed(v)
         return None
 
@@ -133,7 +142,7 @@ class _Packer:
         out = node.outputs[0]
         if len(node.outputs) != 1 or out.ndim != 4 or not any(v in self.packed for v in ins):
             return None
-        if any(g.type_of(v).shape != out.shape for v in ins if v in self.packed):
+        if any(not _broadcasts_over_space(g.type_of(v), out) for v in ins if v in self.packed):
             return None
         block = self.block_of(out.shape[1])
         args = [self.operand(v, out, block) for v in ins]
@@ -160,6 +169,27 @@ class _Packer:
         rest = {k: v for k, v in a.items() if k not in ("kernel_shape", "strides", "dilations", "pads")}
         return g.add_node(node.op, [self.packed[x]], {**rest, **attrs})[0]
 
+    def spatial_reduce(self, nid: int) -> Value | None:
+        """reduce_* over (H, W) keeping dims (a squeeze-excite's pooling): the same reduce over
+        the packed tensor's (H, W)."""
+        g, node = self.g, self.g.node(nid)
+        (x,) = g.inputs_of(nid)
+        if x not in self.packed or tuple(node.attr.get("axes", ())) != (2, 3) or not node.attr.get("keepdims", 1):
+            return None
+        return add_op(g, node.op, [self.packed[x]], {**node.attr, "axes": (2, 3), "keepdims": 1})
+
+    def concat(self, nid: int) -> Value | None:
+        """A concat along channels whose inputs all have the output's channel block: the same
+        concat over the packed channel-block axis."""
+        g, node = self.g, self.g.node(nid)
+        ins, out = g.inputs_of(nid), node.outputs[0]
+        if out.ndim != 4 or node.attr["axis"] != 1 or not any(v in self.packed for v in ins):
+            return None
+        block = self.block_of(out.shape[1])
+        if any(self.block_of(g.type_of(v).shape[1]) != block or const_of(g, v) is not None for v in ins):
+            return None
+        return add_op(g, "concat", [self.to_packed(v) for v in ins], {"axis": 1})
+
     def global_pool(self, nid: int) -> Value | None:
         (x,) = self.g.inputs_of(nid)
         if x not in self.packed:
@@ -176,6 +206,10 @@ class _Packer:
             new = self.pool(nid)
         elif rule in GLOBAL_REDUCTION:
             new = self.global_pool(nid)
+        elif op in SPATIAL_REDUCTIONS:
+            new = self.spatial_reduce(nid)
+        elif op == "concat":
+            new = self.concat(nid)
         elif is_elementwise(op):
             new = self.elementwise_op(nid)
         else:

@@ -229,3 +229,56 @@ def test_compiled_model_matches_unpacked_reference():
     (want,) = run_reference(g, feeds)
     (got,) = mod.run(feeds)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def _se_and_fire() -> Graph:
+    """A squeeze-excite block (reduce_mean over H, W -> 1x1 convs -> hard_sigmoid -> mul)
+    feeding a fire module (squeeze conv -> two expand convs -> concat along channels)."""
+    g = Graph("se_fire")
+    x = g.add_input("x", TensorType((1, 3, 8, 8)))
+    (c,) = g.add_node("conv", [x, const(g, (16, 3, 3, 3), 1)], CONV)
+    (s,) = g.add_node("reduce_mean", [c], {"axes": (2, 3), "keepdims": 1})
+    (e1,) = g.add_node("conv", [s, const(g, (8, 16, 1, 1), 2)], {**CONV, "pads": (0, 0, 0, 0)})
+    (r,) = g.add_node("relu", [e1])
+    (e2,) = g.add_node("conv", [r, const(g, (16, 8, 1, 1), 3)], {**CONV, "pads": (0, 0, 0, 0)})
+    (h,) = g.add_node("hard_sigmoid", [e2], {"alpha": 0.2, "beta": 0.5})
+    (m,) = g.add_node("mul", [c, h])
+    (sq,) = g.add_node("conv", [m, const(g, (8, 16, 1, 1), 4)], {**CONV, "pads": (0, 0, 0, 0)})
+    (a,) = g.add_node("conv", [sq, const(g, (16, 8, 1, 1), 5)], {**CONV, "pads": (0, 0, 0, 0)})
+    (b,) = g.add_node("conv", [sq, const(g, (16, 8, 3, 3), 6)], CONV)
+    (cat,) = g.add_node("concat", [a, b], {"axis": 1})
+    g.set_outputs([("y", cat)])
+    return g
+
+
+def test_squeeze_excite_and_concat_stay_packed():
+    """The spatial mean, the (N, C, 1, 1) scale and the channel concat work on NCHW4c: the
+    only transforms are the input's view and the output's unpack (issue 16's layout storms)."""
+    g = _se_and_fire()
+    packed = copy_graph(g)
+    assert make_layout_pass("linux-arm64")(packed)
+    text = str(packed)
+    print(text)
+    assert _ops(packed)["layout_transform"] == 1, text  # the output's unpack only
+    assert "reduce_mean(%" in text and "keepdims=1 : f32[1,4,1,1,4]" in text
+    assert "concat(" in text and "axis=1 : f32[1,8,8,8,4]" in text
+    assert "layout_transform(%" in text and "dst=NCHW src=NCHW4c : f32[1,32,8,8]" in text
+    assert_same_results(g, packed, rtol=1e-4, atol=1e-3)  # outputs up to ~50: float32 sums reordered
+
+
+def test_concat_of_different_blocks_is_left_unpacked():
+    """A concat whose inputs' channel blocks differ from its output's (12 channels: block 4,
+    6: block 2, 18: block 2 on NCHW4c) stays in NCHW: a tensor's layout depends on its
+    channel count only."""
+    g = Graph("odd")
+    x = g.add_input("x", TensorType((1, 3, 6, 6)))
+    (a,) = g.add_node("conv", [x, const(g, (12, 3, 3, 3), 1)], CONV)
+    (b,) = g.add_node("conv", [x, const(g, (6, 3, 3, 3), 2)], CONV)
+    (cat,) = g.add_node("concat", [a, b], {"axis": 1})
+    g.set_outputs([("y", cat)])
+    packed = copy_graph(g)
+    make_layout_pass("linux-arm64")(packed)
+    assert "concat" in str(packed) and _ops(packed)["concat"] == 1
+    cat_node = next(packed.node(n) for n in packed.op_nodes() if packed.node(n).op == "concat")
+    assert cat_node.outputs[0].shape == (1, 18, 6, 6)  # 12 (block 4) and 6 (block 2): stays NCHW
+    assert_same_results(g, packed)
