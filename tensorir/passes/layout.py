@@ -14,7 +14,14 @@ packed form (the op traits `layout` and `pattern`, declared in each op's registr
 - `layout="pool"` (max_pool / avg_pool, 2-D) -> the same pool over (H, W, c) with a unit
   window on c;
 - `layout="global_avg"` / `"global_max"` (global_avg_pool / global_max_pool) -> reduce_mean /
-  reduce_max over axes (2, 3).
+  reduce_max over axes (2, 3); reduce_* over axes (2, 3) keeping dims likewise;
+- a resize of (H, W) -> the same resize of the packed (H, W);
+- a concat along channels -> a concat of the channel-block axis when every input has the
+  output's block, else `concat_packed` (ops/concat_packed.py), which writes the output's
+  block from the inputs' own.
+
+Packed operands of an elementwise op may broadcast over batch and space (a squeeze-excite
+scale (N, C, 1, 1) against (N, C, H, W)).
 
 A `layout_transform` back to NCHW is inserted only where a packed value meets an op
 without a packed form (flatten, reshape, dense, ...) or a graph output, once per value.
@@ -174,7 +181,11 @@ class _Packer:
         the packed tensor's (H, W)."""
         g, node = self.g, self.g.node(nid)
         (x,) = g.inputs_of(nid)
-        if x not in self.packed or tuple(node.attr.get("axes", ())) != (2, 3) or not node.attr.get("keepdims", 1):
+        if (
+            x not in self.packed
+            or tuple(node.attr.get("axes", ())) != (2, 3)
+            or not node.attr.get("keepdims", 1)
+        ):
             return None
         return add_op(g, node.op, [self.packed[x]], {**node.attr, "axes": (2, 3), "keepdims": 1})
 
@@ -185,10 +196,26 @@ class _Packer:
         ins, out = g.inputs_of(nid), node.outputs[0]
         if out.ndim != 4 or node.attr["axis"] != 1 or not any(v in self.packed for v in ins):
             return None
-        block = self.block_of(out.shape[1])
-        if any(self.block_of(g.type_of(v).shape[1]) != block or const_of(g, v) is not None for v in ins):
+        if any(const_of(g, v) is not None for v in ins):
             return None
-        return add_op(g, "concat", [self.to_packed(v) for v in ins], {"axis": 1})
+        block = self.block_of(out.shape[1])
+        parts = [self.to_packed(v) for v in ins]
+        if all(g.type_of(p).shape[4] == block for p in parts):
+            return add_op(g, "concat", parts, {"axis": 1})
+        return add_op(g, "concat_packed", parts, {"block": block})  # blocks differ: relayout inside
+
+    def resize(self, nid: int) -> Value | None:
+        """A resize of (H, W) only: the same resize of the packed tensor's (H, W)."""
+        g, node = self.g, self.g.node(nid)
+        x, a = g.inputs_of(nid)[0], node.attr
+        if x not in self.packed or node.outputs[0].ndim != 4 or tuple(a.get("roi", ())):
+            return None
+        t = g.type_of(x)
+        if tuple(a["sizes"][:2]) != t.shape[:2] or tuple(a["scales"][:2]) != (1.0, 1.0):
+            return None
+        n, cb, _, _, b = g.type_of(self.packed[x]).shape
+        sizes, scales = (n, cb, *a["sizes"][2:], b), (1.0, 1.0, *a["scales"][2:], 1.0)
+        return add_op(g, "resize", [self.packed[x]], {**a, "sizes": sizes, "scales": scales})
 
     def global_pool(self, nid: int) -> Value | None:
         (x,) = self.g.inputs_of(nid)
@@ -210,6 +237,8 @@ class _Packer:
             new = self.spatial_reduce(nid)
         elif op == "concat":
             new = self.concat(nid)
+        elif op == "resize":
+            new = self.resize(nid)
         elif is_elementwise(op):
             new = self.elementwise_op(nid)
         else:

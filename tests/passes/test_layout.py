@@ -266,19 +266,35 @@ def test_squeeze_excite_and_concat_stay_packed():
     assert_same_results(g, packed, rtol=1e-4, atol=1e-3)  # outputs up to ~50: float32 sums reordered
 
 
-def test_concat_of_different_blocks_is_left_unpacked():
-    """A concat whose inputs' channel blocks differ from its output's (12 channels: block 4,
-    6: block 2, 18: block 2 on NCHW4c) stays in NCHW: a tensor's layout depends on its
-    channel count only."""
+def test_concat_of_different_blocks_and_resize_stay_packed():
+    """A concat whose inputs' channel blocks differ (12 channels: block 4 on NCHW4c, 6: block 2)
+    writes the output's block (18: 2) itself (concat_packed), and a resize of (H, W) works on
+    the packed tensor: one transform, the output's."""
     g = Graph("odd")
     x = g.add_input("x", TensorType((1, 3, 6, 6)))
     (a,) = g.add_node("conv", [x, const(g, (12, 3, 3, 3), 1)], CONV)
     (b,) = g.add_node("conv", [x, const(g, (6, 3, 3, 3), 2)], CONV)
     (cat,) = g.add_node("concat", [a, b], {"axis": 1})
-    g.set_outputs([("y", cat)])
+    attrs = {"sizes": (1, 18, 12, 12), "scales": (1.0, 1.0, 2.0, 2.0), "mode": "linear"}
+    (up,) = g.add_node("resize", [cat], {**attrs, "coordinate_transformation_mode": "half_pixel"})
+    g.set_outputs([("y", up)])
     packed = copy_graph(g)
     make_layout_pass("linux-arm64")(packed)
-    assert "concat" in str(packed) and _ops(packed)["concat"] == 1
-    cat_node = next(packed.node(n) for n in packed.op_nodes() if packed.node(n).op == "concat")
-    assert cat_node.outputs[0].shape == (1, 18, 6, 6)  # 12 (block 4) and 6 (block 2): stays NCHW
-    assert_same_results(g, packed)
+    text = str(packed)
+    print(text)
+    assert _ops(packed)["layout_transform"] == 1 and _ops(packed)["concat_packed"] == 1, text
+    assert "block=2 : f32[1,9,6,6,2]" in text and "sizes=(1,9,12,12,2)" in text
+    assert_same_results(g, packed, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("blocks, out_block", [((8, 8, 8, 8), 16), ((4, 2), 2), ((16, 8), 8), ((1, 4), 4)])
+def test_compiled_concat_packed_matches_reference(blocks, out_block):
+    rng = np.random.default_rng(len(blocks))
+    channels = [24 if b == 8 and out_block == 16 else 4 * b for b in blocks]
+    xs = [
+        pack_array(rng.standard_normal((1, c, 5, 7)).astype(np.float32), b)
+        for c, b in zip(channels, blocks, strict=True)
+    ]
+    want = pack_array(np.concatenate([unpack_array(x) for x in xs], axis=1), out_block)
+    (got,) = run_op("concat_packed", xs, {"block": out_block}, target="host")
+    np.testing.assert_array_equal(got, want)
