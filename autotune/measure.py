@@ -31,6 +31,7 @@ import numpy as np
 from autotune.builders import Built, builder_for
 from autotune.runners import WrongResult, runner_for
 from autotune.task import Task
+from tensorir.target import Target
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,7 +95,7 @@ class MeasurerLike(Protocol):
     def __exit__(self, *exc: Any) -> None: ...
 
 
-def candidate_features_of(task: Task, config: dict, target: str, profile: Any = None) -> np.ndarray:
+def candidate_features_of(task: Task, config: dict, target: Target | str, profile: Any = None) -> np.ndarray:
     """Cost-model features of one config: the unexpanded loop nest's features and the knob
     values (with the OpenCL device profile's when `profile` is given)."""
     from autotune.features import extract_features
@@ -107,7 +108,7 @@ def candidate_features_of(task: Task, config: dict, target: str, profile: Any = 
     return candidate_features(extract_features(nest), full, gpu)
 
 
-def device_profile_of(target: str) -> Any:
+def device_profile_of(target: Target | str) -> Any:
     """The OpenCL device profile of `target` (None for a CPU target): GPU features need it."""
     from tensorir.target import get_target
 

@@ -65,11 +65,15 @@ def shipping_builder(target: Target, options: MeasureOptions) -> Builder:
     return RPCBuilder(target)
 
 
-def build_candidate(task: Task, config: dict, options: MeasureOptions) -> tuple[tuple, Built | None]:
-    """((status, build seconds, features or None, reason), the Built or None) for one config.
-    A build that raises is ("error", ...) here, never an exception: Ray retries only what
-    killed the process (a crash, the node lost)."""
-    target = get_target(options.target)
+def build_candidate(
+    task: Task, config: dict, options: MeasureOptions, target: Target | None = None
+) -> tuple[tuple, Built | None]:
+    """((status, build seconds, features or None, reason), the Built or None) for one config,
+    compiled for `target` (the tuner's own resolved target: "host" on a build node of another
+    CPU would be that node's CPU; default options.target resolved here). A build that raises
+    is ("error", ...) here, never an exception: Ray retries only what killed the process (a
+    crash, the node lost)."""
+    target = target or get_target(options.target)
     t0 = time.perf_counter()
     try:
         built = shipping_builder(target, options).build(task, config)
@@ -77,13 +81,13 @@ def build_candidate(task: Task, config: dict, options: MeasureOptions) -> tuple[
         return ("error", 0.0, None, f"build failed: {_reason(e)}"), None
     build_s = time.perf_counter() - t0
     try:
-        features = candidate_features_of(task, config, options.target, device_profile_of(options.target))
+        features = candidate_features_of(task, config, target, device_profile_of(target))
     except Exception:  # a candidate without features is still measured
         features = None
     return ("built", build_s, features, ""), built
 
 
-def features_chunk(task: Task, configs: list[dict], target: str) -> list[np.ndarray | None]:
+def features_chunk(task: Task, configs: list[dict], target: Target) -> list[np.ndarray | None]:
     """Cost-model features of configs (None where one fails to lower)."""
     profile = device_profile_of(target)
     out: list[np.ndarray | None] = []

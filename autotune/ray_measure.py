@@ -147,8 +147,11 @@ class RayMeasurer:
     """The tuner's measurer on a Ray cluster (measure.MeasurerLike)."""
 
     def __init__(self, options: MeasureOptions, device: str, address: str = "auto") -> None:
+        from tensorir.target import get_target
+
         self.options = options
         self.device = device
+        self.target = get_target(options.target)  # resolved here: build nodes may be other CPUs
         self.owns_connection = connect(address)
         import ray
 
@@ -235,7 +238,7 @@ class RayMeasurer:
         chunks = [list(range(k, len(configs), cpus)) for k in range(cpus)]
         task_ref = self.ray.put(task)
         refs = {
-            self._features.remote(task_ref, [configs[i] for i in idx], self.options.target): idx
+            self._features.remote(task_ref, [configs[i] for i in idx], self.target): idx
             for idx in chunks
             if idx
         }
@@ -275,7 +278,8 @@ class RayMeasurer:
 
     def _submit_build(self, batch: _Batch, i: int, tries: int) -> None:
         config = batch.results[i].config
-        meta, built = self._build.options(num_returns=2).remote(batch.task, config, self.options)
+        build = self._build.options(num_returns=2)
+        meta, built = build.remote(batch.task, config, self.options, self.target)
         batch.builds[meta] = _Job(i, built, time.monotonic() + self.options.build_timeout_s, tries)
 
     def _built(self, ref: Any, res: MeasureResult) -> bool:
