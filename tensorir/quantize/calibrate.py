@@ -7,11 +7,15 @@ Every method sees a tensor's values over all calibration samples:
                 [0, max |x|], interpolated inside the bin), the range [max(min x, -T), min(max x, T)]
     kl          T from TensorRT's entropy calibration (Migacz, "8-bit Inference with
                 TensorRT", GTC 2017): a 2048-bin histogram of |x|; for each candidate cut
-                i = 128 .. 2048 bins, the reference distribution P is the first i bins with
+                i = L .. 2048 bins, the reference distribution P is the first i bins with
                 the clipped tail added to the last, the candidate Q is those i bins merged
-                into 128 levels and spread back over the bins that were nonzero; T is the
+                into L levels and spread back over the bins that were nonzero; T is the
                 cut with the least KL(P || Q), at the upper edge of its last bin; the range
-                is clipped to [-T, T] as for percentile
+                is clipped to [-T, T] as for percentile. L is 128 (the levels of |x| in an
+                8-bit code), 256 for a tensor without negative values (its uint8 code
+                spends all levels on [0, T]); the first bin's count is replaced by the
+                second's, as NVIDIA's pytorch-quantization does, so the spike of exact
+                zeros after a ReLU does not drag T down
 
 The histograms need the absolute maximum first, so percentile and kl take two passes over
 the samples (`RangeCollector.observe` then `HistogramCollector.observe`).
@@ -91,6 +95,7 @@ def _smooth(p: np.ndarray, eps: float = 1e-4) -> np.ndarray | None:
 def kl_divergence_at(hist: np.ndarray, i: int, levels: int = QUANT_LEVELS) -> float:
     """KL(P || Q) of the cut after `i` bins (see the module docstring)."""
     h = hist[:i].astype(np.float64)
+    h[0] = h[1]  # ReLU's exact zeros would dominate P otherwise
     p = h.copy()
     p[i - 1] += float(hist[i:].sum())
     nonzero = p != 0
@@ -138,6 +143,9 @@ def activation_ranges(
     out = {}
     for n, r in ranges.items():
         hist, top = hists.hists[n], hists.top[n]
-        t = percentile_threshold(hist, top, percentile) if method == "percentile" else kl_threshold(hist, top)
+        if method == "percentile":
+            t = percentile_threshold(hist, top, percentile)
+        else:
+            t = kl_threshold(hist, top, 2 * QUANT_LEVELS if r.lo >= 0 else QUANT_LEVELS)
         out[n] = clipped_range(r, t)
     return out

@@ -1,0 +1,179 @@
+"""`tir quantize` (tensorir/quantize/): QDQ models that onnx.checker accepts and onnxruntime
+runs, close to the float model; tensorir's compiled code on them matches onnxruntime; the
+calibration thresholds on a known distribution; --min-sqnr / --keep-float; bad --calib."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import numpy_helper
+
+from benchmarks import zoo
+from tensorir.cli import main
+from tensorir.frontend.onnx import from_onnx
+from tensorir.quantize import quantize_model, read_calibration
+from tensorir.quantize.calibrate import HistogramCollector, RangeCollector, activation_ranges
+from tensorir.runtime.executor import CompiledGraph
+
+CALIB, HELD_OUT = 16, 8
+MIN_MODEL_SQNR_DB = 25.0
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """tiny_cnn (conv-bn-relu-pool, conv-bn-relu-GAP, gemm) and a folder of calibration samples."""
+    root = tmp_path_factory.mktemp("tiny")
+    model = zoo.build("tiny_cnn")
+    onnx.save(model, root / "f.onnx")
+    (root / "calib").mkdir()
+    for k in range(CALIB):
+        np.save(root / "calib" / f"input_{k:03d}.npy", zoo.sample_inputs(model, seed=100 + k)["input"])
+    return root
+
+
+def _session(model: onnx.ModelProto) -> ort.InferenceSession:
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+
+
+def _inits(model: onnx.ModelProto) -> dict[str, np.ndarray]:
+    return {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+
+
+@pytest.mark.parametrize("method", ["minmax", "percentile", "kl"])
+def test_quantized_model_is_checked_qdq_close_to_float_and_tensorir_matches_ort(tiny, method, capsys):
+    out = tiny / f"q_{method}.onnx"
+    assert (
+        main(
+            [
+                "quantize",
+                str(tiny / "f.onnx"),
+                "--calib",
+                str(tiny / "calib"),
+                "-o",
+                str(out),
+                "--method",
+                method,
+            ]
+        )
+        == 0
+    )
+    assert "3 of 3 ops quantized" in capsys.readouterr().out
+    q = onnx.load(out)
+    onnx.checker.check_model(q, full_check=True)
+    assert next(o.version for o in q.opset_import if o.domain == "") >= 13
+    # conv1's weight: int8, per output channel, scale max|w_c| / 127, behind a DequantizeLinear on axis 0
+    f, inits = zoo.build("tiny_cnn"), _inits(q)
+    w = _inits(f)[next(n.input[1] for n in f.graph.node if n.name == "conv1")]
+    dq = next(
+        n for n in q.graph.node if n.op_type == "DequantizeLinear" and n.output[0] == "conv1_W_dequantized"
+    )
+    assert inits[dq.input[0]].dtype == np.int8 and dq.attribute[0].i == 0
+    np.testing.assert_allclose(inits[dq.input[1]], np.abs(w).max(axis=(1, 2, 3)) / 127, rtol=1e-6)
+    np.testing.assert_allclose(
+        inits[dq.input[0]] * inits[dq.input[1]][:, None, None, None],
+        w,
+        atol=inits[dq.input[1]].max() / 2 + 1e-7,
+    )
+    # activations: uint8 Q/DQ pairs in front of each quantized op
+    qs = [n for n in q.graph.node if n.op_type == "QuantizeLinear"]
+    assert len(qs) == 3 and all(inits[n.input[2]].dtype == np.uint8 for n in qs)
+
+    ref, got = _session(f), _session(q)
+    compiled = CompiledGraph(from_onnx(q), "host")
+    signal = noise = 0.0
+    outs = []
+    for k in range(HELD_OUT):
+        feeds = zoo.sample_inputs(f, seed=1000 + k)
+        y, yq = ref.run(None, feeds)[0], got.run(None, feeds)[0]
+        signal += float(np.sum(y.astype(np.float64) ** 2))
+        noise += float(np.sum((yq.astype(np.float64) - y) ** 2))
+        outs.append((y, yq, compiled.run(feeds)[0]))
+    assert 10 * math.log10(signal / noise) >= MIN_MODEL_SQNR_DB
+    # one step of the output, had it been quantized to uint8 over its float range
+    step = (max(y.max() for y, _, _ in outs) - min(y.min() for y, _, _ in outs)) / 255
+    assert max(float(np.abs(ours - yq).max()) for _, yq, ours in outs) <= step
+
+
+def _known_distribution() -> tuple[RangeCollector, HistogramCollector]:
+    rng = np.random.default_rng(0)
+    x = np.concatenate([rng.standard_normal(400_000), [60.0, -55.0, 58.0]]).astype(np.float32)
+    relu = np.maximum(rng.standard_normal(400_000), 0).astype(np.float32)
+    relu[:2] = 40.0
+    ranges = RangeCollector(["x", "relu"])
+    ranges.observe({"x": x, "relu": relu})
+    hists = HistogramCollector(ranges.ranges)
+    hists.observe({"x": x, "relu": relu})
+    return ranges, hists
+
+
+def test_percentile_and_kl_clip_the_outliers_of_a_gaussian_and_minmax_keeps_them():
+    ranges, hists = _known_distribution()
+    mm = activation_ranges(ranges.ranges, hists, "minmax")
+    assert mm["x"] == (-55.0, 60.0) and mm["relu"] == (0.0, 40.0)
+    pc = activation_ranges(ranges.ranges, hists, "percentile", 99.99)
+    # the 99.99th percentile of |N(0, 1)| is 3.8906; a bin is 60 / 2048 = 0.03 wide
+    assert pc["x"][1] == pytest.approx(3.8906, abs=0.1) and pc["x"][0] == -pc["x"][1]
+    assert pc["relu"][0] == 0.0 and pc["relu"][1] == pytest.approx(3.7190, abs=0.1)  # 99.99% of max(N, 0)
+    kl = activation_ranges(ranges.ranges, hists, "kl")
+    # the entropy threshold of a unit Gaussian at 8 bits lies between 3 and 6 sigma, far below the outliers
+    assert 3.0 < kl["x"][1] < 6.0 and kl["x"][0] == -kl["x"][1]
+    # a ReLU tensor: 256 levels on [0, T], and its exact zeros do not drag T below the bulk
+    assert kl["relu"][0] == 0.0 and 2.5 < kl["relu"][1] < 6.0
+
+
+def test_a_layer_under_min_sqnr_and_a_kept_one_stay_float_and_the_report_says_why(tiny, capsys):
+    samples = read_calibration(tiny / "calib", zoo.build("tiny_cnn"))
+    first = quantize_model(zoo.build("tiny_cnn"), samples, min_sqnr=0.0, progress=False)
+    by_sqnr = sorted((r.sqnr_db, r.node) for r in first.rows if r.node != "fc")
+    assert len(by_sqnr) == 2 and by_sqnr[0][0] < by_sqnr[1][0]
+    worst, threshold = by_sqnr[0][1], round((by_sqnr[0][0] + by_sqnr[1][0]) / 2, 2)
+    out, report = tiny / "q_min.onnx", tiny / "report.json"
+    args = ["quantize", str(tiny / "f.onnx"), "--calib", str(tiny / "calib"), "-o", str(out)]
+    args += ["--min-sqnr", str(threshold), "--keep-float", "fc", "--report", str(report)]
+    assert main(args) == 0
+    table = capsys.readouterr().out
+    assert f"SQNR {by_sqnr[0][0]:.1f} dB < --min-sqnr {threshold:g} dB" in table
+    layers = {r["node"]: r for r in json.loads(report.read_text())["layers"]}
+    assert not layers[worst]["quantized"] and "--min-sqnr" in layers[worst]["reason"]
+    assert layers[worst]["sqnr_db"] == pytest.approx(by_sqnr[0][0])
+    assert not layers["fc"]["quantized"] and layers["fc"]["reason"] == "--keep-float"
+    assert layers[by_sqnr[1][1]]["quantized"]
+    q = onnx.load(out)
+    onnx.checker.check_model(q)
+    nodes = {n.name: n for n in q.graph.node}
+    float_weights = {t.name for t in q.graph.initializer if t.data_type == onnx.TensorProto.FLOAT}
+    assert nodes[worst].input[1] in float_weights and nodes["fc"].input[1] in float_weights
+    assert nodes[by_sqnr[1][1]].input[1].endswith("_W_dequantized")
+
+
+@pytest.mark.parametrize(
+    "make, expect",
+    [
+        (lambda d: d / "nowhere", "--calib {d}/nowhere: no such folder"),
+        (lambda d: d, "--calib {d}: no .npy files in it"),
+        (
+            lambda d: _npy(d, np.zeros((1, 3, 16, 16), np.float32)),
+            "does not fit input 'input' [1, 3, 32, 32]",
+        ),
+        (
+            lambda d: _npy(d, np.zeros((1, 3, 32, 32), np.int64)),
+            "input 'input' expects float32, the file holds int64",
+        ),
+    ],
+)
+def test_bad_calib_folder_is_one_line_naming_it_and_exit_2(tiny, tmp_path, capsys, make, expect):
+    calib = make(tmp_path)
+    code = main(["quantize", str(tiny / "f.onnx"), "--calib", str(calib), "-o", str(tmp_path / "q.onnx")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "\n" not in err and err.startswith("tir quantize: error: --calib")
+    assert expect.format(d=tmp_path) in err
+
+
+def _npy(folder, array):
+    np.save(folder / "input_000.npy", array)
+    return folder
