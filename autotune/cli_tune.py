@@ -218,7 +218,8 @@ def _device_key(args: argparse.Namespace, dev: TuningDevice, servers: tuple[str,
             raise InputError(f"--adb measures CPU devices ({', '.join(can)}), not {dev.name}; use --rpc")
         from autotune.adb_runner import ADB, check_device
 
-        check_device(ADB(args.adb, args.adb_path or ""))
+        if not args.ray:  # with --ray the phone is on a node: its device actor checks it
+            check_device(ADB(args.adb, args.adb_path or ""))
     elif dev.measured == "remote":
         ways = " or ".join({"rpc": "--rpc HOST:PORT", "adb": "--adb SERIAL"}[w] for w in dev.remote)
         raise InputError(f"--device {dev.name} is measured on the device itself: give {ways}")

@@ -164,6 +164,19 @@ class DeviceActor:
         node = ray.get_runtime_context().get_node_id()
         return {"device": self.device, "node": node, "pid": os.getpid(), "measured": self.measured}
 
+    def check(self, options: MeasureOptions) -> str:
+        """Why this actor cannot measure with `options` ("" when it can): an adb phone must
+        answer on this node and be arm64 Android (the tuner's machine may not see it)."""
+        if not options.adb:
+            return ""
+        from autotune.adb_runner import ADB, check_device
+
+        try:
+            check_device(ADB(options.adb, options.adb_path))
+        except Exception as e:
+            return _reason(e)
+        return ""
+
     def run(self, task: Task, built: Built, options: MeasureOptions) -> tuple:
         """("ran", timings) | ("error", why: the candidate's fault) | ("failed", why: the runner
         or the device failed)."""

@@ -164,6 +164,8 @@ class RayMeasurer:
         self._attach()
         if not self.actors:
             check_device(device, address)
+        if options.adb:
+            self._check_phones()
 
     def __enter__(self) -> RayMeasurer:
         return self
@@ -201,6 +203,18 @@ class RayMeasurer:
             except ValueError:  # another tuner created it at the same moment
                 handle = self.ray.get_actor(name, namespace=NAMESPACE)
             self.actors.append(_Actor(name, node, handle))
+
+    def _check_phones(self) -> None:
+        """Drop (one line each) the actors whose node does not reach the --adb phone; an
+        InputError (one line) when none does."""
+        replies = self.ray.get([a.handle.check.remote(self.options) for a in self.actors], timeout=120)
+        if all(replies):
+            why = f"no device actor of {self.device} reaches it ({replies[0]})"
+            self.close()
+            raise InputError(f"--adb {self.options.adb}: {why}")
+        for actor, why in zip(list(self.actors), replies, strict=True):
+            if why:
+                self._drop(actor, why)
 
     def _live_nodes(self) -> set[str]:
         return {n["NodeID"] for n in self.ray.nodes() if n.get("Alive")}

@@ -183,12 +183,14 @@ class Tuner:
     def run(self) -> TuneSummary:
         opt = self.options
         start = time.monotonic()
-        bar = _progress(opt.trials, self.trials, opt.progress)
-        with self.make_measurer(self.measure_options) as measurer:
-            while opt.time_budget_s is None or time.monotonic() - start <= opt.time_budget_s:
-                if not self.step(measurer, bar):
-                    break
-        bar.close()
+        with self.make_measurer(self.measure_options) as measurer:  # may refuse: before the bar
+            bar = _progress(opt.trials, self.trials, opt.progress)
+            try:
+                while opt.time_budget_s is None or time.monotonic() - start <= opt.time_budget_s:
+                    if not self.step(measurer, bar):
+                        break
+            finally:
+                bar.close()
         return TuneSummary(self.trials, time.monotonic() - start, self.states)
 
     def step(self, measurer: MeasurerLike, bar: Any = None) -> bool:
