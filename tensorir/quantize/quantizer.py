@@ -1,5 +1,6 @@
 """Post-training quantization of a float ONNX model to a QDQ model (`tir quantize`).
 
+0. prepare     opset >= 13; BatchNormalization folded into the Conv before it (prepare.py)
 1. ranges      the float model, compiled by tensorir for the host with every quantized op's
                input made a graph output, runs over the calibration samples (a second pass
                fills the |x| histograms for percentile / kl: calibrate.py)
@@ -28,6 +29,7 @@ from tqdm import tqdm
 from tensorir.errors import InputError, ModelError
 from tensorir.frontend.onnx import from_onnx
 from tensorir.quantize.calibrate import METHODS, HistogramCollector, RangeCollector, activation_ranges
+from tensorir.quantize.prepare import fold_batchnorm
 from tensorir.quantize.qdq import (
     ActParams,
     Candidate,
@@ -186,7 +188,7 @@ def quantize_model(
         raise InputError("--calib: no samples")
     seconds = {}
     t0 = time.perf_counter()
-    model = with_min_opset(model)
+    model = fold_batchnorm(with_min_opset(model))
     cands = find_candidates(model)
     _check_keep_float(keep_float, cands)
     ranges = collect_ranges(model, cands, samples, method, percentile, backend, progress) if cands else {}

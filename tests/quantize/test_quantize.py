@@ -66,9 +66,14 @@ def test_quantized_model_is_checked_qdq_close_to_float_and_tensorir_matches_ort(
     q = onnx.load(out)
     onnx.checker.check_model(q, full_check=True)
     assert next(o.version for o in q.opset_import if o.domain == "") >= 13
-    # conv1's weight: int8, per output channel, scale max|w_c| / 127, behind a DequantizeLinear on axis 0
+    # conv1's weight, with bn1 folded in: int8, per output channel, scale max|w_c| / 127, behind a
+    # DequantizeLinear on axis 0
     f, inits = zoo.build("tiny_cnn"), _inits(q)
-    w = _inits(f)[next(n.input[1] for n in f.graph.node if n.name == "conv1")]
+    conv, bn = (next(n for n in f.graph.node if n.name == k) for k in ("conv1", "bn1"))
+    gamma, _, _, var = (_inits(f)[t] for t in bn.input[1:])
+    eps = next((a.f for a in bn.attribute if a.name == "epsilon"), 1e-5)
+    w = _inits(f)[conv.input[1]] * (gamma / np.sqrt(var + eps))[:, None, None, None]
+    assert not any(n.op_type == "BatchNormalization" for n in q.graph.node)
     dq = next(
         n for n in q.graph.node if n.op_type == "DequantizeLinear" and n.output[0] == "conv1_W_dequantized"
     )
