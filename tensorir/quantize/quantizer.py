@@ -9,6 +9,7 @@
                10 log10(sum y^2 / sum (y_q - y)^2), y its float output
 3. rewrite     the ops at or above `min_sqnr` dB (and not in `keep_float`) are quantized
                (qdq.quantized_model); the others stay float and the report says why
+4. check       the int8 model runs over the samples: each output's SQNR against the float one
 
 The runs use tensorir (compiled native code, or the numpy reference interpreter with
 backend="ref"); onnxruntime is never needed.
@@ -68,6 +69,7 @@ class QuantizeResult:
     min_sqnr: float
     samples: int
     seconds: dict[str, float] = field(default_factory=dict)
+    output_sqnr: dict[str, float] = field(default_factory=dict)  # the int8 model's outputs vs float
 
 
 def with_min_opset(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -121,8 +123,8 @@ def collect_ranges(
     percentile: float,
     backend: str,
     progress: bool,
-) -> dict[str, tuple[float, float]]:
-    """The calibrated range of every candidate's input tensor."""
+) -> tuple[dict[str, tuple[float, float]], list[dict[str, np.ndarray]]]:
+    """The calibrated range of every candidate's input tensor; the model's float outputs per sample."""
     acts = sorted({c.act for c in cands})
     producers = {t: n for n in model.graph.node for t in n.output}
     keys = {node_key(producers[t]) for t in acts if t in producers}
@@ -130,14 +132,43 @@ def collect_ranges(
     shapes = {k: v.shape for k, v in samples[0].items()}
     run = make_runner(exposed, shapes, backend)
     ranges = RangeCollector(acts)
+    outputs = []
     for feeds in _bar(samples, "ranges", progress):
-        ranges.observe({**run(feeds), **feeds})
+        values = run(feeds)
+        ranges.observe({**values, **feeds})
+        outputs.append({o.name: np.array(values[o.name]) for o in model.graph.output})
     hists = None
     if method != "minmax":
         hists = HistogramCollector(ranges.ranges)
         for feeds in _bar(samples, "histograms", progress):
             hists.observe({**run(feeds), **feeds})
-    return activation_ranges(ranges.ranges, hists, method, percentile)
+    return activation_ranges(ranges.ranges, hists, method, percentile), outputs
+
+
+def sqnr_db(signal: float, noise: float) -> float:
+    if noise == 0:
+        return math.inf
+    return 10 * math.log10(signal / noise) if signal > 0 else -math.inf
+
+
+def output_sqnr(
+    model: onnx.ModelProto,
+    samples: Sequence[Feeds],
+    floats: Sequence[Mapping[str, np.ndarray]],
+    backend: str,
+    progress: bool,
+) -> dict[str, float]:
+    """The SQNR (dB) of each float output of `model` (the int8 one) against `floats`, over the samples."""
+    run = make_runner(model, {k: v.shape for k, v in samples[0].items()}, backend)
+    names = [n for n, v in floats[0].items() if v.dtype.kind == "f"]
+    signal, noise = dict.fromkeys(names, 0.0), dict.fromkeys(names, 0.0)
+    for feeds, want in zip(_bar(samples, "int8 model", progress), floats, strict=True):
+        got = run(feeds)
+        for n in names:
+            y = want[n].astype(np.float64)
+            signal[n] += float(np.sum(y * y))
+            noise[n] += float(np.sum((got[n] - y) ** 2))
+    return {n: sqnr_db(signal[n], noise[n]) for n in names}
 
 
 def layer_sqnr(
@@ -161,12 +192,7 @@ def layer_sqnr(
             y = out[f].astype(np.float64)
             signal[key] += float(np.sum(y * y))
             noise[key] += float(np.sum((out[p] - y) ** 2))
-    return {
-        k: math.inf
-        if noise[k] == 0
-        else (10 * math.log10(signal[k] / noise[k]) if signal[k] > 0 else -math.inf)
-        for k in pairs
-    }
+    return {k: sqnr_db(signal[k], noise[k]) for k in pairs}
 
 
 def quantize_model(
@@ -178,8 +204,10 @@ def quantize_model(
     min_sqnr: float = DEFAULT_MIN_SQNR,
     backend: str = "compiled",
     progress: bool = True,
+    check_model: bool = True,
 ) -> QuantizeResult:
-    """Quantize the float `model` with the calibration `samples` (feeds, one shape)."""
+    """Quantize the float `model` with the calibration `samples` (feeds, one shape).
+    `check_model`: also run the int8 model over the samples for its outputs' SQNR."""
     if method not in METHODS:
         raise InputError(f"--method {method!r}: expected one of {', '.join(METHODS)}")
     if not 0 < percentile <= 100:
@@ -191,7 +219,7 @@ def quantize_model(
     model = fold_batchnorm(with_min_opset(model))
     cands = find_candidates(model)
     _check_keep_float(keep_float, cands)
-    ranges = collect_ranges(model, cands, samples, method, percentile, backend, progress) if cands else {}
+    ranges, floats = collect_ranges(model, cands, samples, method, percentile, backend, progress)
     params = {t: act_params(*r) for t, r in ranges.items()}
     seconds["ranges"] = time.perf_counter() - t0
     t0 = time.perf_counter()
@@ -214,4 +242,7 @@ def quantize_model(
     out = quantized_model(model, [c for c in cands if c.key in chosen_keys], params)
     onnx.checker.check_model(out)
     seconds["rewrite"] = time.perf_counter() - t0
-    return QuantizeResult(out, rows, method, percentile, min_sqnr, len(samples), seconds)
+    t0 = time.perf_counter()
+    model_sqnr = output_sqnr(out, samples, floats, backend, progress) if check_model else {}
+    seconds["int8 model check"] = time.perf_counter() - t0
+    return QuantizeResult(out, rows, method, percentile, min_sqnr, len(samples), seconds, model_sqnr)

@@ -36,10 +36,12 @@ def summary(result: QuantizeResult) -> str:
     n = sum(r.quantized for r in result.rows)
     method = result.method + (f" {result.percentile:g}%" if result.method == "percentile" else "")
     took = ", ".join(f"{k} {v:.1f}s" for k, v in result.seconds.items())
+    outs = "; ".join(f"'{k}' {v:.1f} dB" for k, v in result.output_sqnr.items())
+    checked = f"\nint8 model's outputs vs float over the calibration samples: SQNR {outs}" if outs else ""
     return (
         f"{n} of {len(result.rows)} ops quantized (int8 weights per channel, uint8 activations per "
         f"tensor; {method} over {result.samples} samples; ops under {result.min_sqnr:g} dB stay float); "
-        f"{took}"
+        f"{took}{checked}"
     )
 
 
@@ -56,6 +58,7 @@ def as_json(result: QuantizeResult) -> dict[str, Any]:
         "min_sqnr_db": result.min_sqnr,
         "samples": result.samples,
         "seconds": result.seconds,
+        "output_sqnr_db": {k: _finite(v) for k, v in result.output_sqnr.items()},
         "weights": "int8 symmetric per output channel",
         "activations": "uint8 asymmetric per tensor",
         "layers": [

@@ -62,7 +62,10 @@ def test_quantized_model_is_checked_qdq_close_to_float_and_tensorir_matches_ort(
         )
         == 0
     )
-    assert "3 of 3 ops quantized" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "3 of 3 ops quantized" in printed
+    figure = float(printed.split("calibration samples: SQNR 'logits' ")[1].split(" dB")[0])
+    assert figure >= MIN_MODEL_SQNR_DB
     q = onnx.load(out)
     onnx.checker.check_model(q, full_check=True)
     assert next(o.version for o in q.opset_import if o.domain == "") >= 13
