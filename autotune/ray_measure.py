@@ -162,10 +162,14 @@ class RayMeasurer:
         self._features = ray.remote(num_cpus=1, max_retries=BUILD_RETRIES)(features_chunk)
         self._actor_class = ray.remote(DeviceActor)
         self._attach()
-        if not self.actors:
-            check_device(device, address)
-        if options.adb:
-            self._check_phones()
+        try:
+            if not self.actors:
+                check_device(device, address)
+            if options.adb:
+                self._check_phones()
+        except InputError:
+            self.close()
+            raise
 
     def __enter__(self) -> RayMeasurer:
         return self
@@ -210,7 +214,6 @@ class RayMeasurer:
         replies = self.ray.get([a.handle.check.remote(self.options) for a in self.actors], timeout=120)
         if all(replies):
             why = f"no device actor of {self.device} reaches it ({replies[0]})"
-            self.close()
             raise InputError(f"--adb {self.options.adb}: {why}")
         for actor, why in zip(list(self.actors), replies, strict=True):
             if why:
