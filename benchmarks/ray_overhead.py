@@ -33,6 +33,7 @@ within the noise. So Ray adds 9-11 ms per candidate, 1.7-2.6% of what it costs a
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
 import tempfile
 import time
@@ -176,7 +177,8 @@ def main(argv: list[str] | None = None) -> int:
         from tests.autotune.ray_cluster import RayCluster
 
         resources = {device_resource(tuning_device("host")): 1}
-        cluster = RayCluster(Path(tempfile.mkdtemp(prefix="tir-ray-bench-")), resources)
+        root = Path(tempfile.mkdtemp(prefix="tir-ray-bench-"))
+        cluster = RayCluster(root, resources)
         cluster.add_node(resources)
         address = cluster.address
     try:
@@ -184,6 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if cluster is not None:
             cluster.stop()
+            shutil.rmtree(cluster.root, ignore_errors=True)
     print(f"candidate: {task}, default config; cluster {address}")
     print(f"{'':44s} {'median ms':>10s} {'p90 ms':>8s}")
     for name, med, p90, note in [*remote, *local]:
