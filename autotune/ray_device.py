@@ -20,9 +20,10 @@ child, not the device actor. Its calls are served one at a time, so candidates o
 tuners never compete for the device.
 
 Replies: "ran" with the timings; "error": the candidate's fault (a wrong result, a crash or
-hang of its measuring child); "failed": the runner raised (the device unreachable, adb or an
-rpc server gone, ...): an error result too, and the driver restarts or drops an actor after
-several in a row.
+hang of its measuring child); "failed": the runner raised (a kernel the OpenCL driver
+refuses, the device unreachable, adb or an rpc server gone, ...): an error result too, and
+after several in a row the driver asks the actor to `check` its device, then restarts or
+drops an actor whose device does not answer.
 """
 
 from __future__ import annotations
@@ -165,17 +166,31 @@ class DeviceActor:
         return {"device": self.device, "node": node, "pid": os.getpid(), "measured": self.measured}
 
     def check(self, options: MeasureOptions) -> str:
-        """Why this actor cannot measure with `options` ("" when it can): an adb phone must
-        answer on this node and be arm64 Android (the tuner's machine may not see it)."""
-        if not options.adb:
-            return ""
-        from autotune.adb_runner import ADB, check_device
-
+        """Why this actor's device cannot measure with `options` ("" when it can): an adb
+        phone must answer on this node and be arm64 Android (the tuner's machine may not see
+        it); of rpc servers, one must answer. The CPU and a local OpenCL device are here."""
         try:
-            check_device(ADB(options.adb, options.adb_path))
+            if options.adb:
+                from autotune.adb_runner import ADB, check_device
+
+                check_device(ADB(options.adb, options.adb_path))
+            elif options.rpc:
+                self._ping(options)
         except Exception as e:
             return _reason(e)
         return ""
+
+    def _ping(self, options: MeasureOptions) -> None:
+        from autotune.rpc import server_info
+
+        errors = []
+        for server in options.rpc:
+            try:
+                server_info(server, options.rpc_token, timeout_s=10.0)
+                return
+            except Exception as e:
+                errors.append(e)
+        raise errors[-1]
 
     def run(self, task: Task, built: Built, options: MeasureOptions) -> tuple:
         """("ran", timings) | ("error", why: the candidate's fault) | ("failed", why: the runner

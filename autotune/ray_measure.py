@@ -23,9 +23,10 @@ Faults, none of them lost silently or invented:
   again once, on another actor when there is one; lost twice, it is an error result. An
   actor whose node has died is dropped with one line on stderr; a built candidate lost with
   its node before it ran (and not rebuilt by Ray's lineage) is built again, once;
-- FAILED_IN_A_ROW runs in a row that the runner could not do (the device disconnected,
-  adb or an rpc server gone): those candidates are error results and the actor is restarted
-  with one line; if it fails as many times again it is dropped with one line;
+- FAILED_IN_A_ROW runs in a row that the runner could not do: those candidates are error
+  results, and the actor checks its device; one that does not answer (disconnected, adb or
+  the rpc servers gone) gets the actor restarted with one line, and dropped with one line
+  when it happens again;
 - a run with no answer within its time-out: an error result, and the actor is restarted;
 - no device actor left: the batch's remaining candidates are error results saying so.
 """
@@ -48,7 +49,7 @@ from autotune.task import Task
 from tensorir.errors import InputError
 
 BUILD_RETRIES = 2  # a build whose worker died (crash, node lost) is run again this often
-FAILED_IN_A_ROW = 3  # runner failures in a row that restart (then drop) a device actor
+FAILED_IN_A_ROW = 3  # runner failures in a row that have the device checked
 RUN_TRIES = 2  # times a run whose actor was lost is tried
 
 
@@ -351,7 +352,19 @@ class RayMeasurer:
         if reply[0] == "failed":
             actor.failed += 1
             if actor.failed >= FAILED_IN_A_ROW:
-                self._restart(actor, f"{actor.failed} runs in a row failed (last: {reply[1]})")
+                self._check(actor, f"{actor.failed} runs in a row failed (last: {reply[1]})")
+
+    def _check(self, actor: _Actor, failures: str) -> None:
+        """After runs failing in a row: restart (then drop) the actor unless its device still
+        answers (then they were the candidates' failures: a kernel the driver refuses)."""
+        actor.failed = 0
+        timeout = self.options.run_timeout_s * (2 + actor.in_flight)  # behind its queue
+        try:
+            why = self.ray.get(actor.handle.check.remote(self.options), timeout=timeout)
+        except Exception as e:  # lost or silent: as good as a device that does not answer
+            why = _first_line(e)
+        if why:
+            self._restart(actor, f"{failures}; its device: {why}")
 
     def _lost(self, batch: _Batch, run: _Job, e: Exception) -> None:
         """The actor died (or cannot be placed) under the run: drop it if its node is gone;
