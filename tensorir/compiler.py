@@ -239,7 +239,8 @@ def bind_plan(g: Graph, kernels: Mapping[int, _Kernel], plan) -> tuple[list[Kern
         if len(args) != len(f.params):
             raise TirError(f"kernel {f.name}: {len(f.params)} parameters but {len(args)} bindings")
         sizes = tuple(TensorType(p.shape, p.dtype).nbytes for p in f.params)
-        calls.append(KernelCall(f.name, tuple(args), kern.device, sizes))
+        guard = tuple((binder.arg(flag), bool(p)) for flag, p in g.guards.get(nid, ()))
+        calls.append(KernelCall(f.name, tuple(args), kern.device, sizes, guard))
     copies = []
     for k, (_, v) in enumerate(g.outputs):
         src = binder.arg(v)
@@ -304,6 +305,7 @@ def make_manifest(
                 "op": graph.node(nid).op,
                 **({"device": c.device} if target.kind != "llvm" else {}),
                 "args": [a.to_json() for a in c.args],
+                **({"guard": [[*a.to_json(), p] for a, p in c.guard]} if c.guard else {}),
                 "workload": workload_key(graph.node(nid).op, _in_types(graph, nid), graph.node(nid).attr),
                 **({"algorithm": kernels[nid].spec.algorithm} if kernels[nid].spec.algorithm else {}),
                 **({"config": kernels[nid].config} if kernels[nid].config is not None else {}),

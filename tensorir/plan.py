@@ -36,12 +36,15 @@ class Arg:
 class KernelCall:
     """One step of the model: call kernel `symbol` on `args` (its parameters in order).
     `device` is "cpu" (an LLVM function of that name) or "gpu" (the GpuKernel of that name);
-    `arg_bytes` is each argument's size, which transfers between devices need."""
+    `arg_bytes` is each argument's size, which transfers between devices need; `guard`: the call
+    is skipped unless every (bool scalar, polarity) matches (the LLVM entry branches on it; the
+    OpenCL runtime runs the call anyway, which the `where` after a guarded branch makes safe)."""
 
     symbol: str
     args: tuple[Arg, ...]
     device: str = "cpu"
     arg_bytes: tuple[int, ...] = ()
+    guard: tuple[tuple[Arg, bool], ...] = ()  # run only when each bool byte equals its polarity
 
 
 @dataclass(frozen=True)

@@ -159,9 +159,29 @@ class _RunBuilder:
         return t
 
 
+def _guarded(b: _RunBuilder, c: KernelCall, k: int) -> None:
+    """The call, run only when every guard byte equals its polarity: a branch around it."""
+    ok = "true"
+    for flag, polarity in c.guard:
+        byte, bit, hit = b.tmp(), b.tmp(), b.tmp()
+        b.lines.append(f"  {byte} = load i8, ptr {b.ptr(flag)}")
+        b.lines.append(f"  {bit} = icmp {'ne' if polarity else 'eq'} i8 {byte}, 0")
+        b.lines.append(f"  {hit} = and i1 {ok}, {bit}")
+        ok = hit
+    args = ", ".join(f"ptr {b.ptr(a)}" for a in c.args)  # before the branch: later calls reuse them
+    b.lines.append(f"  br i1 {ok}, label %run{k}, label %skip{k}")
+    b.lines.append(f"run{k}:")
+    b.lines.append(f"  call void @{c.symbol}({args})")
+    b.lines.append(f"  br label %skip{k}")
+    b.lines.append(f"skip{k}:")
+
+
 def _run(calls: Sequence[KernelCall], copies: Sequence[Copy]) -> str:
     b = _RunBuilder()
-    for c in calls:
+    for k, c in enumerate(calls):
+        if c.guard:
+            _guarded(b, c, k)
+            continue
         args = ", ".join(f"ptr {b.ptr(a)}" for a in c.args)
         b.lines.append(f"  call void @{c.symbol}({args})")
     for c in copies:

@@ -84,6 +84,7 @@ class ImportContext:
         self._folded: dict[Value, np.ndarray] = {}
         self._unknown: set[int] = set()  # nodes found to depend on a run-time input
         self.lengths: dict[Value, Length] = {}  # data-dependent lengths (frontend/lengths.py)
+        self.conditions: tuple[tuple[Value, bool], ...] = ()  # of the guarded region being built
 
     # ---- reading a node ---------------------------------------------------
     def attrs(self, node: onnx.NodeProto) -> dict[str, Any]:

@@ -19,7 +19,7 @@ are bound for the one iteration and dropped after it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -110,6 +110,13 @@ def _select_lengths(ctx: ImportContext, node: onnx.NodeProto, cond: Value, a: Va
     return out
 
 
+def _flag(ctx: ImportContext, node: onnx.NodeProto, cond: Value) -> Value:
+    """A one-element condition as a bool scalar (what a guard reads)."""
+    if ctx.type_of(cond).shape == ():
+        return cond
+    return ctx.add("reshape", [cond], {"shape": ()}, node=node)[0]
+
+
 def _truth(ctx: ImportContext, v: Value) -> bool | None:
     """The boolean value of a one-element condition, None when it is known only at run time."""
     value = ctx.const_value(v)
@@ -127,10 +134,27 @@ def if_(ctx: ImportContext, node: onnx.NodeProto) -> list[Value]:
     taken = _truth(ctx, cond)
     if taken is not None:
         return run_body(ctx, attrs["then_branch" if taken else "else_branch"], [])
-    then = run_body(ctx, attrs["then_branch"], [])
-    other = run_body(ctx, attrs["else_branch"], [])
-    flag = ctx.add("reshape", [cond], {"shape": ()}, node=node)[0]
+    flag = _flag(ctx, node, cond)
+    then = guarded(ctx, flag, True, lambda: run_body(ctx, attrs["then_branch"], []))
+    other = guarded(ctx, flag, False, lambda: run_body(ctx, attrs["else_branch"], []))
     return [_select(ctx, node, flag, a, b) for a, b in zip(then, other, strict=True)]
+
+
+def guarded(ctx: ImportContext, flag: Value, polarity: bool, build: Callable[[], Any]) -> Any:
+    """`build()`, whose new ops run only when the bool scalar `flag` is `polarity` at run time
+    (graph.guards; the LLVM entry branches around their kernels): a branch of an If, an
+    iteration of a Loop past a run-time exit. Ops of an enclosing guarded region keep its flags."""
+    before = set(ctx.graph.nx.nodes)
+    outer = ctx.conditions
+    ctx.conditions = (*outer, (flag, polarity))
+    try:
+        out = build()
+    finally:
+        ctx.conditions = outer
+    for nid in ctx.graph.nx.nodes - before:
+        if ctx.graph.node(nid).op not in ("input", "constant"):
+            ctx.graph.guards.setdefault(nid, (*outer, (flag, polarity)))
+    return out
 
 
 def _stack(ctx: ImportContext, node: onnx.NodeProto, parts: Sequence[Value], axis: int) -> Value:
@@ -168,7 +192,10 @@ def loop(ctx: ImportContext, node: onnx.NodeProto) -> list[Value]:
             if go is None:
                 active = cond
         args = [ctx.const(np.array(i, np.int64)), cond, *carried]
-        outs = run_body(ctx, body, args)
+        if active is None:
+            outs = run_body(ctx, body, args)
+        else:  # runs only while every earlier condition held
+            outs = guarded(ctx, _flag(ctx, node, active), True, lambda args=args: run_body(ctx, body, args))
         new, cond = outs[1 : 1 + len(carried)], outs[0]
         if active is None:
             carried = new

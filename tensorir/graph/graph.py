@@ -33,6 +33,11 @@ class Graph:
         # output name -> (axis, name of the int64 scalar output holding its length along axis):
         # outputs whose length depends on the data (frontend/lengths.py)
         self.output_lengths: dict[str, tuple[int, str]] = {}
+        # node id -> the run-time conditions it runs under: ((flag, polarity), ...), each flag a
+        # bool scalar; the node runs only when every flag equals its polarity (the branch of an
+        # If, the iterations of a Loop past a run-time exit: frontend/onnx_control.py). Its
+        # outputs are left as they were when it does not run; a `where` on the same flag picks.
+        self.guards: dict[int, tuple[tuple[Value, bool], ...]] = {}
         self._ids = itertools.count()
 
     # ---- construction -------------------------------------------------
@@ -99,7 +104,12 @@ class Graph:
         return [self.node(n).name for n in self.graph_inputs()]
 
     def topo_order(self) -> list[int]:
-        return list(nx.lexicographical_topological_sort(self.nx))
+        """Nodes in dependency order (ties by id); a guarded node after its flags' producers."""
+        if not self.guards:
+            return list(nx.lexicographical_topological_sort(self.nx))
+        dag = nx.DiGraph(self.nx)
+        dag.add_edges_from((flag.node, nid) for nid, conds in self.guards.items() for flag, _ in conds)
+        return list(nx.lexicographical_topological_sort(dag))
 
     def op_nodes(self) -> list[int]:
         return [n for n in self.topo_order() if self.node(n).op not in ("input", "constant")]
@@ -119,9 +129,17 @@ class Graph:
                 self.nx.remove_edge(old.node, dst, key)
                 self.nx.add_edge(new.node, dst, src=new.index, dst=d["dst"])
         self.outputs = [(n, new if v == old else v) for n, v in self.outputs]
+        for nid, conds in self.guards.items():
+            if any(flag == old for flag, _ in conds):
+                self.guards[nid] = tuple((new if f == old else f, p) for f, p in conds)
 
     def remove_node(self, nid: int) -> None:
         self.nx.remove_node(nid)
+        self.guards.pop(nid, None)
+
+    def guard_flags(self) -> set[Value]:
+        """Every value some node's guard reads."""
+        return {flag for conds in self.guards.values() for flag, _ in conds}
 
     def __str__(self) -> str:
         from tensorir.graph.printer import print_graph

@@ -113,6 +113,8 @@ def inherit_name(g: Graph, nid: int, v: Value) -> None:
     name, node = g.node(nid).name, g.node(v.node)
     if name and not node.name and node.op not in ("input", "constant"):
         g.replace_node(v.node, dataclasses.replace(node, name=name))
+    if nid in g.guards and node.op not in ("input", "constant"):  # it runs when nid ran
+        g.guards.setdefault(v.node, g.guards[nid])
 
 
 def forward(g: Graph, nid: int, v: Value) -> bool:
@@ -123,6 +125,8 @@ def forward(g: Graph, nid: int, v: Value) -> bool:
 def is_dead(g: Graph, nid: int) -> bool:
     node = g.node(nid)
     if node.op == "input" or g.nx.out_degree(nid):
+        return False
+    if any(flag.node == nid for flag in g.guard_flags()):
         return False
     return not any(v.node == nid for _, v in g.outputs)
 
@@ -143,6 +147,7 @@ def copy_graph(g: Graph) -> Graph:
     out.nx = g.nx.copy()
     out.outputs = list(g.outputs)
     out.output_lengths = dict(g.output_lengths)
+    out.guards = dict(g.guards)
     # NOTE: new ids must not collide with copied ones; Graph has no public hook for it.
     out._ids = itertools.count(max(g.nx.nodes, default=-1) + 1)
     return out

@@ -49,7 +49,7 @@ def _key(g: Graph, nid: int) -> Hashable | None:
         if v is None or v.nbytes > MAX_CONST_BYTES:
             return None
         return ("constant", v.dtype.name, v.shape, v.tobytes())
-    key = (node.op, node.attrs, tuple(g.inputs_of(nid)))
+    key = (node.op, node.attrs, tuple(g.inputs_of(nid)), g.guards.get(nid, ()))  # not across branches
     try:
         hash(key)
     except TypeError:  # an attribute holding an array

@@ -25,6 +25,11 @@ def dead_code(g: Graph) -> bool:
         if v.node not in live:
             live.add(v.node)
             live |= nx.ancestors(g.nx, v.node)
+    for nid in [n for n in g.guards if n in live]:  # a live node's guard reads its flags
+        for flag, _ in g.guards[nid]:
+            live |= {flag.node} | nx.ancestors(g.nx, flag.node)
     dead = [n for n in g.nx.nodes if n not in live and g.node(n).op != "input"]
     g.nx.remove_nodes_from(dead)
+    for n in dead:
+        g.guards.pop(n, None)
     return bool(dead)

@@ -28,6 +28,8 @@ def _single_use(g: Graph, v: Value, outputs: set[Value]) -> int | None:
     users = g.consumers(v)
     if v in outputs or len(users) != 1 or len(g.node(v.node).outputs) != 1:
         return None
+    if g.guards and (v in g.guard_flags() or g.guards.get(users[0][0]) != g.guards.get(v.node)):
+        return None  # a guard reads v from memory; or the two run under different conditions
     return users[0][0]
 
 
@@ -73,6 +75,8 @@ def _replace(g: Graph, group: list[int]) -> None:
     body, externals = _body(g, group)
     names = [g.node(n).name for n in group if g.node(n).name]
     (out,) = g.add_node("fused", externals, {"body": body}, name=names[-1] if names else "")
+    if group[0] in g.guards:  # the members share it (_single_use)
+        g.guards[out.node] = g.guards[group[0]]
     g.replace_uses(Value(group[-1]), out)
     for nid in reversed(group):
         g.remove_node(nid)

@@ -93,6 +93,11 @@ def _lifetimes(g: Graph) -> dict[Value, Buffer]:
                 buf = buffers.get(_root(g, v, steps))
                 if buf is not None:
                     buf.end = max(buf.end, steps[nid])
+    for nid, conds in g.guards.items():  # a guarded kernel reads its flags before it runs
+        for flag, _ in conds:
+            buf = buffers.get(_root(g, flag, steps)) if nid in steps else None
+            if buf is not None:
+                buf.end = max(buf.end, steps[nid])
     # a graph output (or a view of one) is the caller's buffer, not the workspace's
     for v in outputs:
         if v.node in steps:

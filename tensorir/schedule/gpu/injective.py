@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from tensorir.ops.registry import NoScheduleError
 from tensorir.schedule.defaults import inline_injective
 from tensorir.schedule.gpu.common import (
     bind_flat,
@@ -35,6 +36,8 @@ VECTOR = 4  # float4: the lanes of one NCHW4c channel block
 
 def flat_gpu(st: Stage, profile: Any) -> None:
     """One output stage as a flat (group.x, local.x[, vector]) loop."""
+    if not st.op.axis:
+        raise NoScheduleError(f"{st.name} is a scalar: nothing to spread over work-items")
     *outer, last = st.op.axis
     lanes = VECTOR if last.extent % VECTOR == 0 else 1
     vec = knob("vector", sorted({1, lanes}), lanes)

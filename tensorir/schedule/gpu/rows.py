@@ -160,6 +160,8 @@ def schedule_rows_gpu(s: Schedule, outputs: Sequence[Tensor], target: Any) -> No
     """
     profile = gpu_profile(target)
     main = max((s[t] for t in outputs), key=size_of)
+    if not main.op.axis:
+        raise NoScheduleError(f"{main.name} is a scalar: no rows to spread over work-items")
     _inline_all(s)
     inner = _inner_dims(s, main)
     rows = [a for d, a in enumerate(main.op.axis) if d not in inner]
