@@ -20,107 +20,40 @@ stores: no compute definition or schedule fits them, and they run where they are
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from typing import Any
 
 from tensorir.graph.types import TensorType
 from tensorir.loop.ir import (
-    Allocate,
     BinOp,
     Buffer,
     Cmp,
     Const,
     Expr,
-    For,
-    ForKind,
     If,
     LetStmt,
     Load,
     LoopFunc,
-    Seq,
     Stmt,
     Store,
     Var,
 )
-from tensorir.loop.verify import verify
 from tensorir.ops.dynamic import unique_layout, valid_slices
-from tensorir.ops.registry import NoScheduleError, get_op, register_kernel
+from tensorir.ops.registry import get_op, register_kernel
+from tensorir.ops.serial_kernel import (
+    ZERO,
+    Regs,
+    both,
+    cpu_only,
+    finish,
+    get,
+    incr,
+    kernel_params,
+    loop,
+    put,
+    seq,
+    upto,
+)
 from tensorir.target import Target
-
-ZERO = Const(0)
-
-
-class _Regs:
-    """Scalar registers of a kernel: one-element local buffers, allocated at the top (an
-    allocation inside a loop would grow the stack every iteration)."""
-
-    def __init__(self) -> None:
-        self.bufs: list[Buffer] = []
-
-    def new(self, name: str, dtype: str = "int64") -> Buffer:
-        b = Buffer(name, (1,), dtype, "local")
-        self.bufs.append(b)
-        return b
-
-    def wrap(self, body: Stmt) -> Stmt:
-        for b in reversed(self.bufs):
-            body = Allocate(b, body)
-        return body
-
-
-def get(r: Buffer) -> Expr:
-    return Load(r, ZERO)
-
-
-def put(r: Buffer, value: Expr) -> Stmt:
-    return Store(r, ZERO, value)
-
-
-def incr(r: Buffer) -> Stmt:
-    return put(r, get(r) + 1)
-
-
-def loop(var: Var, extent: Expr | int, body: Stmt, start: Expr | int = 0) -> Stmt:
-    """for var in range(start, start + extent), serial."""
-    return For(var, Const(start) if isinstance(start, int) else start, _e(extent), ForKind.SERIAL, body)
-
-
-def upto(var: Var, begin: Expr, end: Expr | int, body: Stmt) -> Stmt:
-    """for var in range(begin, end)."""
-    return loop(var, _e(end) - begin, body, begin)
-
-
-def _e(x: Expr | int) -> Expr:
-    return Const(x) if isinstance(x, int) else x
-
-
-def seq(*stmts: Stmt) -> Stmt:
-    return Seq(tuple(stmts))
-
-
-def both(*conds: Expr) -> Expr:
-    out = conds[0]
-    for c in conds[1:]:
-        out = BinOp("and", out, c)
-    return out
-
-
-def _params(
-    in_types: Sequence[TensorType], out_types: Sequence[TensorType], names: Sequence[str]
-) -> list[Buffer]:
-    types = [*in_types, *out_types]
-    return [Buffer(n, t.shape, t.dtype) for n, t in zip(names, types, strict=True)]
-
-
-def _finish(name: str, params: Sequence[Buffer], scratch: Sequence[Buffer], body: Stmt) -> LoopFunc:
-    func = LoopFunc(name, (*params, *scratch), body, {"num_scratch": len(scratch)})
-    verify(func, check_bounds=False)  # indices come from the data
-    return func
-
-
-def _cpu_only(op: str, target: Target) -> None:
-    if target.kind != "llvm":
-        raise NoScheduleError(f"{op} runs on the CPU")
 
 
 # ---- nonzero ------------------------------------------------------------------------------
@@ -128,12 +61,12 @@ def _cpu_only(op: str, target: Target) -> None:
 def nonzero_kernel(
     in_types: list[TensorType], attrs: dict[str, Any], target: Target, name: str, passes: bool = True
 ) -> LoopFunc:
-    _cpu_only("nonzero", target)
+    cpu_only("nonzero", target)
     x_t = in_types[0]
-    x, idx, count = _params(in_types, get_op("nonzero").infer(in_types, attrs), ("x", "idx", "count"))
+    x, idx, count = kernel_params(in_types, get_op("nonzero").infer(in_types, attrs), ("x", "idx", "count"))
     shape = x_t.shape or (1,)
     size = x_t.size
-    regs = _Regs()
+    regs = Regs()
     n = regs.new("n")
     i, j, d = Var("i"), Var("j"), Var("d")
     strides = [math.prod(shape[k + 1 :]) for k in range(len(shape))]
@@ -148,7 +81,7 @@ def nonzero_kernel(
         loop(d, len(shape), upto(j, get(n), size, Store(idx, d * size + j, ZERO))),
         Store(count, ZERO, get(n)),
     )
-    return _finish(name, (x, idx, count), (), regs.wrap(body))
+    return finish(name, (x, idx, count), (), regs.wrap(body))
 
 
 # ---- nms ----------------------------------------------------------------------------------
@@ -181,17 +114,17 @@ def _suppresses(boxes: Buffer, a: Expr, b: Expr, center: int, threshold: Expr) -
 def nms_kernel(
     in_types: list[TensorType], attrs: dict[str, Any], target: Target, name: str, passes: bool = True
 ) -> LoopFunc:
-    _cpu_only("nms", target)
+    cpu_only("nms", target)
     names = ("boxes", "scores", "max_out", "iou_threshold", "score_threshold", "selected", "count")
     out_types = get_op("nms").infer(in_types, attrs)
-    boxes, scores, max_out, iou, thr, sel, count = _params(in_types, out_types, names)
+    boxes, scores, max_out, iou, thr, sel, count = kernel_params(in_types, out_types, names)
     batch, classes, n = in_types[1].shape
     rows = out_types[0].shape[0]
     cand_s, cand_i = (
         Buffer("cand_score", (max(n, 1),), "float32"),
         Buffer("cand_index", (max(n, 1),), "int64"),
     )
-    regs = _Regs()
+    regs = Regs()
     total, m, p, kept, start, sup = (regs.new(r) for r in ("total", "m", "p", "kept", "start", "sup"))
     b, c, i, j, t, r, q = (Var(v) for v in ("b", "c", "i", "j", "t", "r", "q"))
     limit, s, idx = Var("limit"), Var("s", "float32"), Var("idx")
@@ -265,7 +198,7 @@ def nms_kernel(
             Store(count, ZERO, get(total)),
         ),
     )
-    return _finish(name, (boxes, scores, max_out, iou, thr, sel, count), (cand_s, cand_i), regs.wrap(body))
+    return finish(name, (boxes, scores, max_out, iou, thr, sel, count), (cand_s, cand_i), regs.wrap(body))
 
 
 # ---- unique -------------------------------------------------------------------------------
@@ -273,10 +206,10 @@ def nms_kernel(
 def unique_kernel(
     in_types: list[TensorType], attrs: dict[str, Any], target: Target, name: str, passes: bool = True
 ) -> LoopFunc:
-    _cpu_only("unique", target)
+    cpu_only("unique", target)
     has_length = len(in_types) == 2
     names = ("x", *(("length",) if has_length else ()), "y", "indices", "inverse", "counts", "count")
-    params = _params(in_types, get_op("unique").infer(in_types, attrs), names)
+    params = kernel_params(in_types, get_op("unique").infer(in_types, attrs), names)
     x, y, indices, inverse, counts, count = (p for p in params if p.name != "length")
     shape = in_types[0].shape
     outer, n, inner = unique_layout(shape, attrs.get("axis"))
@@ -287,7 +220,7 @@ def unique_kernel(
         else Const(n)
     )
     first, cnt, rank = (Buffer(nm, (max(n, 1),), "int64") for nm in ("first", "cnt", "rank"))
-    regs = _Regs()
+    regs = Regs()
     u, found, same, state, rk, nv = (regs.new(r) for r in ("u", "found", "same", "state", "rk", "nv"))
     k, j, o, e, w = (Var(v) for v in ("k", "j", "o", "e", "w"))
     at = lambda buf, row, col: Load(buf, (o * n + row) * inner + col)  # noqa: E731
@@ -357,7 +290,7 @@ def unique_kernel(
         ),
         Store(count, ZERO, get(u)),
     )
-    return _finish(name, params, (first, cnt, rank), regs.wrap(body))
+    return finish(name, params, (first, cnt, rank), regs.wrap(body))
 
 
 # ---- topk_dyn -----------------------------------------------------------------------------
@@ -367,15 +300,15 @@ def topk_dyn_kernel(
 ) -> LoopFunc:
     """Each line's valid entries insertion-sorted straight into the outputs (an entry goes
     after those at least as good: ties keep the lower index first), the rest zeroed."""
-    _cpu_only("topk_dyn", target)
+    cpu_only("topk_dyn", target)
     names = ("x", "length", "k", "values", "indices", "count")
-    x, length, k_in, values, indices, count = _params(
+    x, length, k_in, values, indices, count = kernel_params(
         in_types, get_op("topk_dyn").infer(in_types, attrs), names
     )
     axis = attrs["axis"]
     shape = in_types[0].shape
     outer, n, inner = math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1 :])
-    regs = _Regs()
+    regs = Regs()
     m, p = regs.new("m"), regs.new("p")
     o, e, j, q, t = (Var(v) for v in ("o", "e", "j", "q", "t"))
     valid, keep, v = Var("valid"), Var("keep"), Var("v", values.dtype)
@@ -419,4 +352,4 @@ def topk_dyn_kernel(
             ),
         ),
     )
-    return _finish(name, (x, length, k_in, values, indices, count), (), regs.wrap(body))
+    return finish(name, (x, length, k_in, values, indices, count), (), regs.wrap(body))
