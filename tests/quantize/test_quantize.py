@@ -12,12 +12,13 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from onnx import numpy_helper
+from onnx import TensorProto, helper, numpy_helper
 
 from benchmarks import zoo
 from benchmarks.wild import WILD, fetch, input_name
 from benchmarks.wild_quantize import line_crop
 from tensorir.cli import main
+from tensorir.errors import InputError
 from tensorir.frontend.onnx import from_onnx
 from tensorir.quantize import quantize_model, read_calibration
 from tensorir.quantize.calibrate import HistogramCollector, RangeCollector, activation_ranges
@@ -208,3 +209,64 @@ def test_trained_text_direction_classifier_int8_agrees_with_fp32_on_98_percent_o
     lines = [{x: line_crop(shape, s)} for s in range(100, 300)]
     same = [f32.run(None, feeds)[0].argmax() == i8.run(None, feeds)[0].argmax() for feeds in lines]
     assert np.mean(same) >= 0.98, np.mean(same)
+
+
+def _convtranspose_matmul() -> onnx.ModelProto:
+    """ConvTranspose 4->6 stride 2 (+ bias), Relu, Reshape to [6, 81], MatMul by an 81x5 constant."""
+    rng = np.random.default_rng(0)
+    inits = [
+        numpy_helper.from_array(rng.normal(0, 0.3, (4, 6, 3, 3)).astype(np.float32), "wt"),
+        numpy_helper.from_array(rng.normal(0, 0.1, 6).astype(np.float32), "bt"),
+        numpy_helper.from_array(rng.normal(0, 0.3, (81, 5)).astype(np.float32), "wm"),
+        numpy_helper.from_array(np.array([-1, 81], np.int64), "shape"),
+    ]
+    nodes = [
+        helper.make_node("ConvTranspose", ["x", "wt", "bt"], ["t"], strides=[2, 2], name="up"),
+        helper.make_node("Relu", ["t"], ["r"]),
+        helper.make_node("Reshape", ["r", "shape"], ["f"]),
+        helper.make_node("MatMul", ["f", "wm"], ["y"], name="mm"),
+    ]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 4, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [6, 5])
+    graph = helper.make_graph(nodes, "g", [x], [y], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_convtranspose_and_matmul_weights_per_output_channel_on_their_axis():
+    model = _convtranspose_matmul()
+    rng = np.random.default_rng(1)
+    samples = [{"x": rng.standard_normal((1, 4, 4, 4)).astype(np.float32)} for _ in range(8)]
+    result = quantize_model(model, samples, backend="ref", progress=False)
+    assert [(r.node, r.channels, r.quantized) for r in result.rows] == [("up", 6, True), ("mm", 5, True)]
+    assert result.output_sqnr["y"] >= MIN_MODEL_SQNR_DB
+    q = result.model
+    onnx.checker.check_model(q, full_check=True)
+    axes = {
+        n.output[0]: n.attribute[0].i for n in q.graph.node if n.op_type == "DequantizeLinear" and n.attribute
+    }
+    assert (
+        axes["up_W_dequantized"] == 1 and axes["mm_W_dequantized"] == 1
+    )  # ConvTranspose: (Cin, Cout, kh, kw)
+    inits = _inits(q)
+    assert inits["up_B_quantized"].dtype == np.int32  # bias scale s_x * s_w per channel
+    x_scale = float(inits["x_scale"])
+    np.testing.assert_allclose(inits["up_B_scale"], x_scale * inits["up_W_scale"], rtol=1e-6)
+    want = _session(q).run(None, samples[0])[0]
+    np.testing.assert_allclose(CompiledGraph(from_onnx(q), "host").run(samples[0])[0], want, atol=1e-5)
+
+
+def test_calibration_files_of_several_inputs_pair_by_the_longest_input_name(tmp_path):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2])
+    xm = helper.make_tensor_value_info("x_mask", TensorProto.FLOAT, ["n", 2])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2])
+    graph = helper.make_graph([helper.make_node("Mul", ["x", "x_mask"], ["y"])], "g", [x, xm], [y])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    for k in range(2):
+        np.save(tmp_path / f"x_{k}.npy", np.full((1, 2), k, np.float64))  # float64: read as float32
+        np.save(tmp_path / f"x_mask_{k}.npy", np.full((1, 2), 10 + k, np.float32))
+    samples = read_calibration(tmp_path, model)
+    assert [(s["x"][0, 0], s["x_mask"][0, 0]) for s in samples] == [(0, 10), (1, 11)]
+    assert all(s["x"].dtype == np.float32 for s in samples)
+    np.save(tmp_path / "x_mask_2.npy", np.zeros((1, 2), np.float32))
+    with pytest.raises(InputError, match="every input needs the same number of samples"):
+        read_calibration(tmp_path, model)
