@@ -35,7 +35,12 @@ def add_quantize_parser(sub: argparse._SubParsersAction) -> None:
         metavar="NAME=DIMS",
         help="static shape for an input with symbolic dims (default: the calibration arrays' shape)",
     )
-    p.add_argument("--keep-float", default="", metavar="NODE,...", help="ops (node names) to leave in float")
+    p.add_argument(
+        "--keep-float",
+        default="",
+        metavar="NODE,...",
+        help="ops to leave in float: node names (an unnamed node: its first output), as in the report",
+    )
     p.add_argument(
         "--min-sqnr",
         type=float,
