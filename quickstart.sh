@@ -128,7 +128,7 @@ case "${1:-}" in
     fi
     # two sessions: TensorFlow's tests in processes of their own (TF loaded into a process
     # breaks PoCL's LLVM there: the OpenCL tests must never share a worker with it)
-    "$VENV/bin/python" -m pytest -n 2 -p no:cacheprovider -m "not tf$skip" "$@"
+    "$VENV/bin/python" -m pytest -n 2 --dist loadgroup -p no:cacheprovider -m "not tf$skip" "$@"
     echo "quickstart: the TensorFlow / TFLite frontend tests (pytest -m tf), in their own processes"
     "$VENV/bin/python" -m pytest -n 2 -p no:cacheprovider -m "tf$skip" "$@"
     ;;

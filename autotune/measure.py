@@ -22,7 +22,7 @@ import multiprocessing as mp
 import os
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection, wait
 from typing import Any, Protocol
 
@@ -82,11 +82,18 @@ class MeasureResult:
         return (max(self.costs) - min(self.costs)) / max(self.cost, 1e-12)
 
 
+OnResult = Callable[[MeasureResult], None]  # a final result, as soon as it is final
+
+
 class MeasurerLike(Protocol):
     """What the tuner measures through: this module's process-pool `Measurer`, or
-    autotune/ray_measure.py's `RayMeasurer` (builds as Ray tasks, runs on device actors)."""
+    autotune/ray_measure.py's `RayMeasurer` (builds as Ray tasks, runs on device actors).
+    `measure` calls `on_result` with each result as soon as it is final (a failed build, a
+    finished run; never a lost one), so the tuner commits it before the next one ends."""
 
-    def measure(self, task: Task, configs: Sequence[dict]) -> list[MeasureResult]: ...
+    def measure(
+        self, task: Task, configs: Sequence[dict], on_result: OnResult | None = None
+    ) -> list[MeasureResult]: ...
 
     def features(self, task: Task, configs: Sequence[dict]) -> list[np.ndarray | None]: ...
 
@@ -268,14 +275,21 @@ class Measurer:
             w.request(("task", task), self.options.build_timeout_s)
             w.task_key = task.key
 
-    def measure(self, task: Task, configs: Sequence[dict]) -> list[MeasureResult]:
+    def measure(
+        self, task: Task, configs: Sequence[dict], on_result: OnResult | None = None
+    ) -> list[MeasureResult]:
         results = [MeasureResult(dict(c)) for c in configs]
         owner = self._build_all(task, results)
+        report = on_result or (lambda r: None)
+        for i, r in enumerate(results):
+            if i not in owner:  # its build failed: an error, final
+                report(r)
         for i, worker in sorted(owner.items(), key=lambda kv: kv[0]):
             if worker not in self.workers:  # restarted since it built this one
                 results[i].lost = True
                 continue
             self._run_one(task, i, self.workers.index(worker), results[i])
+            report(results[i])
         return results
 
     def features(self, task: Task, configs: Sequence[dict]) -> list[np.ndarray | None]:

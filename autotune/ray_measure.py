@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from autotune.measure import MeasureOptions, MeasureResult
+from autotune.measure import MeasureOptions, MeasureResult, OnResult
 from autotune.ray_device import NAMESPACE, DeviceActor, build_candidate, device_resource, features_chunk
 from autotune.task import Task
 from tensorir.errors import InputError
@@ -273,8 +273,11 @@ class RayMeasurer:
             self.ray.cancel(ref, force=True)
         return out
 
-    def measure(self, task: Task, configs: Sequence[dict]) -> list[MeasureResult]:
-        """One MeasureResult per config: built on the cluster, run on the device actors."""
+    def measure(
+        self, task: Task, configs: Sequence[dict], on_result: OnResult | None = None
+    ) -> list[MeasureResult]:
+        """One MeasureResult per config: built on the cluster, run on the device actors;
+        `on_result` gets each as soon as it is final (nothing of it pending), not lost."""
         live = self._live_nodes()
         for actor in [a for a in self.actors if a.node not in live]:
             self._drop(actor, "its node left the cluster; its runs go to the other devices")
@@ -282,6 +285,7 @@ class RayMeasurer:
         batch = _Batch(self.ray.put(task), [MeasureResult(dict(c)) for c in configs])
         for i in range(len(configs)):
             self._submit_build(batch, i, 1)
+        reported: set[int] = set()
         while batch.builds or batch.runs:
             ready, _ = self.ray.wait([*batch.builds, *batch.runs], num_returns=1, timeout=1.0)
             for ref in ready:
@@ -292,6 +296,12 @@ class RayMeasurer:
                 else:
                     self._ran(batch, ref, batch.runs.pop(ref))
             self._expire(batch)
+            if on_result is not None:
+                pending = {job.index for job in (*batch.builds.values(), *batch.runs.values())}
+                for i in sorted(set(range(len(configs))) - pending - reported):
+                    reported.add(i)
+                    if not batch.results[i].lost:
+                        on_result(batch.results[i])
         return batch.results
 
     def _submit_build(self, batch: _Batch, i: int, tries: int) -> None:

@@ -215,10 +215,12 @@ class Tuner:
             st.done = True  # the space is used up
             return
         before = st.best
-        results = measurer.measure(st.task, configs)
+        # each result committed as soon as it is final: a tuner killed mid-batch keeps it
+        results = measurer.measure(
+            st.task, configs, on_result=lambda r: self.db.add(self._record(st.task, r))
+        )
         done = [r for r in results if not r.lost]
         for r in done:
-            self.db.add(self._record(st.task, r))
             self._note(st, r.config, r.cost)
             bar.update(1)
         st.last_gain = (before - st.best) / before if math.isfinite(before) and before > 0 else 1.0

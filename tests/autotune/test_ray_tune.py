@@ -16,9 +16,11 @@ import json
 import math
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -44,18 +46,26 @@ PHONE = "aarch64-cortex-a76-neon"  # what `--device cortex-a76 --adb` measures
 FAKE_ADB = REPO / "tests" / "fixtures" / "fake_adb.py"
 
 
+# one pytest worker runs this module (quickstart passes --dist loadgroup): one cluster at a time
+pytestmark = pytest.mark.xdist_group("ray")
+
+
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayCluster]:
+def cluster() -> Iterator[RayCluster]:
     """A head node and a second node, 1 CPU each, each offering this CPU as a device; the head
     also offers a phone's CPU (tests/fixtures/fake_adb.py plays it)."""
     resources = {device_resource(DEVICE): 1}
     phone = {device_resource(PHONE): 1}  # the head also has a (stand-in) phone attached
-    c = RayCluster(tmp_path_factory.mktemp("ray"), resources | phone)
+    # a short folder: Ray's socket paths under it must stay within AF_UNIX's 107 bytes, which
+    # pytest's temp folders of xdist workers (/tmp/pytest-of-root/pytest-N/popen-gw0/...) exceed
+    root = Path(tempfile.mkdtemp(prefix="tir-ray-"))
+    c = RayCluster(root, resources | phone)
     try:
         c.add_node(resources)
         yield c
     finally:
         c.stop()
+        shutil.rmtree(root, ignore_errors=True)
     assert not [p for node in c.nodes for p in node.stray_pids()], "ray processes left running"
 
 

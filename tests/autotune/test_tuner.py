@@ -392,3 +392,29 @@ def test_the_summary_says_which_tasks_were_not_reached_and_what_came_from_earlie
     assert "effective GFLOP/s, 2.00x the default) after 12 trials, 8 of them from earlier runs" in lines[1]
     assert lines[2].endswith("no valid measurement") and lines[3].endswith("not reached (budget)")
     assert lines[-1].startswith("effective GFLOP/s: the direct algorithm's FLOPs")
+
+
+def test_each_result_is_committed_as_soon_as_it_is_final(tmp_path):
+    """A tuner that dies in the middle of a batch keeps the batch's finished results: the
+    measurer hands each one over as it ends, and the tuner commits it then."""
+    from autotune.measure import Measurer
+
+    class DiesAfterTwo(Measurer):
+        def measure(self, task, configs, on_result=None):
+            seen = []
+
+            def report(r):
+                on_result(r)
+                seen.append(r)
+                if len(seen) == 2:
+                    raise KeyboardInterrupt  # killed while the batch's other runs were pending
+
+            return super().measure(task, configs, on_result=report)
+
+    db = Database(tmp_path / "t.db")
+    tuner = Tuner(
+        [_matmul()], db, TuneOptions(trials=8, batch_size=8, progress=False), FAST, measurer=DiesAfterTwo
+    )
+    with pytest.raises(KeyboardInterrupt):
+        tuner.run()
+    assert len(db.records()) == 2
