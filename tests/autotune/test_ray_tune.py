@@ -119,13 +119,14 @@ def test_unreachable_cluster_is_one_line_exit_2(capsys, tmp_path):
     assert not db.exists()  # nothing was started
 
 
-def test_ray_tune_records_as_a_local_run_and_compile_uses_them(cluster, tmp_path, capsys):
-    """The same trials and seed with and without --ray: the same configs measured, all of them
-    valid; `tir compile --records` applies them; a second --ray run resumes from the database
-    and, killed with SIGKILL, keeps its records."""
+def test_ray_tune_records_as_a_local_run_and_compile_uses_them(cluster, tmp_path, capsys, pg_url):
+    """The same trials and seed with and without --ray (this one into the PostgreSQL server,
+    as a team would): the same configs measured, all of them valid; `tir compile --records
+    postgresql://...` applies them; a second --ray run resumes from the database and, killed
+    with SIGKILL, keeps its records."""
     from tensorir.cli import main
 
-    local, remote = tmp_path / "local.db", tmp_path / "ray.db"
+    local, remote = tmp_path / "local.db", pg_url
     assert main(_tune_argv(local)) == 0  # here: the process pool, no Ray
     done = _tune(remote, "--ray", cluster.address)
     assert "ray:" not in done.stderr  # no actor was lost or restarted
