@@ -19,10 +19,10 @@ columns sort by byte value (``COLLATE "C"``), as SQLite's do, so exported logs a
 
 from __future__ import annotations
 
+import contextlib
 import re
 import zlib
-from collections.abc import Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -97,7 +97,7 @@ class PostgresDatabase(RecordStore):
 
     def __init__(self, url: str, connect_timeout_s: int = CONNECT_TIMEOUT_S):
         self.path = mask_url(url)
-        psycopg = _psycopg(self.path)
+        psycopg = self._pg = _psycopg(self.path)
         try:
             self.conn = psycopg.connect(url, autocommit=True, connect_timeout=connect_timeout_s)
         except psycopg.Error as e:
@@ -116,21 +116,35 @@ class PostgresDatabase(RecordStore):
     def _sql(sql: str) -> str:
         return sql.replace("?", "%s")
 
+    @contextlib.contextmanager
+    def _server(self) -> Iterator[None]:
+        """A server lost in the middle of a run (stopped, network gone) is one line, exit 2,
+        not a psycopg traceback; what was committed before stays."""
+        try:
+            yield
+        except self._pg.OperationalError as e:
+            raise InputError(f"{self.path}: lost the connection to PostgreSQL: {_one_line(e)}") from None
+
     def _select(self, sql: str, args: Sequence[Any] = ()) -> list[dict]:
-        return cursor_dicts(self.conn.execute(self._sql(sql), list(args)))
+        with self._server():
+            return cursor_dicts(self.conn.execute(self._sql(sql), list(args)))
 
     def _query(self, sql: str, args: Sequence[Any] = ()) -> list[tuple]:
-        return self.conn.execute(self._sql(sql), list(args)).fetchall()
+        with self._server():
+            return self.conn.execute(self._sql(sql), list(args)).fetchall()
 
     def _execute(self, sql: str, args: Sequence[Any] = ()) -> int:
-        return self.conn.execute(self._sql(sql), list(args)).rowcount
+        with self._server():
+            return self.conn.execute(self._sql(sql), list(args)).rowcount
 
     def _executemany(self, sql: str, rows: list[list[Any]]) -> None:
-        with self.conn.cursor() as cur:
+        with self._server(), self.conn.cursor() as cur:
             cur.executemany(self._sql(sql), rows)
 
-    def _write(self) -> AbstractContextManager[Any]:
-        return self.conn.transaction()
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[None]:
+        with self._server(), self.conn.transaction():
+            yield
 
     def close(self) -> None:
         self.conn.close()

@@ -136,6 +136,28 @@ def test_unreachable_server_from_python():
         PostgresDatabase(f"postgresql://127.0.0.1:{_closed_port()}/tir")
 
 
+def test_a_server_lost_mid_run_is_one_line_and_keeps_what_was_committed():
+    """The server stops between two measurements: the next write is one InputError naming
+    the masked URL (the CLI's exit 2), and once the server is back, the record committed
+    before is there."""
+    from tests.pg_server import PgServer
+
+    server = PgServer.start()
+    try:
+        url = server.create_database()
+        db = open_database(url)
+        db.add(rec("w1", 1, 1.0))
+        server._pg_ctl(["-m", "fast", "-w", "stop"], 60)
+        with pytest.raises(InputError, match="lost the connection to PostgreSQL") as e:
+            db.add(rec("w2", 2, 2.0))
+        assert "\n" not in str(e.value) and str(e.value).startswith("postgresql://")
+        server._pg_ctl(["-l", str(server.root / "log"), "-w", "-o", f"-p {server.port}", "start"], 60)
+        with open_database(url) as again:
+            assert [r["workload_key"] for r in again.records()] == ["w1"]
+    finally:
+        server.stop()
+
+
 # -- the CLI -------------------------------------------------------------------------------------
 
 
