@@ -43,6 +43,7 @@ MODEL = REPO / "examples" / "tiny_cnn.onnx"
 TUNER = Path(__file__).with_name("ray_tuner_main.py")
 DEVICE = tuning_device("host")
 PHONE = "aarch64-cortex-a76-neon"  # what `--device cortex-a76 --adb` measures
+POCL = tuning_device("opencl:pocl")  # the head's OpenCL device (PoCL, on its CPU)
 FAKE_ADB = REPO / "tests" / "fixtures" / "fake_adb.py"
 
 
@@ -56,6 +57,7 @@ def cluster() -> Iterator[RayCluster]:
     also offers a phone's CPU (tests/fixtures/fake_adb.py plays it)."""
     resources = {device_resource(DEVICE): 1}
     phone = {device_resource(PHONE): 1}  # the head also has a (stand-in) phone attached
+    phone[device_resource(POCL)] = 1  # and an OpenCL device
     # a short folder: Ray's socket paths under it must stay within AF_UNIX's 107 bytes, which
     # pytest's temp folders of xdist workers (/tmp/pytest-of-root/pytest-N/popen-gw0/...) exceed
     root = Path(tempfile.mkdtemp(prefix="tir-ray-"))
@@ -264,6 +266,20 @@ def test_two_tuners_share_the_devices_and_a_node_dies(cluster, tmp_path, pg_url)
 
 def _logs(tmp_path: Path) -> str:
     return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-2000:]}" for p in tmp_path.glob("*.log"))
+
+
+def test_an_opencl_device_through_ray(cluster, tmp_path):
+    """`tir tune --device pocl --ray`: the GPU template knobs built as OpenCL C on the cluster
+    and timed by the head's OpenCL device actor (PoCL): valid records under its key."""
+    db = tmp_path / "ocl.db"
+    argv = ["tune", str(MODEL), "--device", "pocl", "--trials", "4", "--db", str(db), "--batch", "2"]
+    flags = ["--search", "random", "--seed", "0", "--no-model-ab", "--workers", "1"]
+    done = _tir(*argv, *flags, "--ray", cluster.address)
+    assert done.returncode == 0, done.stderr[-3000:]
+    with open_database(db) as b:
+        records = b.records()
+    assert len(_valid(records)) == len(records) == 4 and {r["device"] for r in records} == {POCL}
+    assert all(r["target"].startswith("opencl") for r in records), {r["target"] for r in records}
 
 
 def test_features_on_the_cluster_and_a_device_no_node_offers(cluster):
