@@ -58,7 +58,7 @@ from tensorir.compiler import (
     optimize_kernels,
     scratch_sizes,
 )
-from tensorir.errors import TirError
+from tensorir.errors import ModelError, TirError
 from tensorir.graph.graph import Graph
 from tensorir.graph.printer import print_graph
 from tensorir.graph.verify import verify
@@ -155,6 +155,10 @@ def compile_graph(
     the records' model-level key (default: the printed graph). `input_shapes`: the shapes given
     at import, part of that key."""
     target = get_target(target)
+    for n in graph.graph_inputs():  # the reference interpreter runs them; compiled code cannot
+        if graph.node(n).outputs[0].dtype == "object":
+            name = graph.node(n).name
+            raise ModelError(f"input '{name}' is a string tensor; compiled code has no string dtype")
     if raw is None:
         raw = print_graph(graph, constants=True).encode()
     block = layout_block or (lookup_config(records, model_key(raw, input_shapes)) or {}).get("layout_block")

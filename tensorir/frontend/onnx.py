@@ -340,8 +340,6 @@ def _input_type(vi: onnx.ValueInfoProto, input_shapes: Mapping[str, Sequence[int
         kind = vi.type.WhichOneof("value") or "untyped"
         raise ModelError(f"input '{vi.name}' is a {kind}; tensorir supports tensor inputs only")
     tt = vi.type.tensor_type
-    if tt.elem_type == onnx.TensorProto.STRING:
-        raise ModelError(f"input '{vi.name}' is a string tensor; tensorir has no string dtype")
     dtype = onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type).name
     if vi.name in input_shapes:
         return TensorType(tuple(input_shapes[vi.name]), dtype)

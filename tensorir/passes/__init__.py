@@ -113,7 +113,9 @@ def inherit_name(g: Graph, nid: int, v: Value) -> None:
     name, node = g.node(nid).name, g.node(v.node)
     if name and not node.name and node.op not in ("input", "constant"):
         g.replace_node(v.node, dataclasses.replace(node, name=name))
-    if nid in g.guards and node.op not in ("input", "constant"):  # it runs when nid ran
+    # a node made to replace a guarded one runs under its guard; an existing value that stands
+    # in for it (x * 1 -> x, an identity dropped) may be read outside the branch: no guard
+    if nid in g.guards and v.node > nid and node.op not in ("input", "constant"):
         g.guards.setdefault(v.node, g.guards[nid])
 
 

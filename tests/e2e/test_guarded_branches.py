@@ -126,3 +126,34 @@ def test_loop_iterations_after_a_run_time_exit_are_skipped_and_match_onnxruntime
         feeds = {"v0": np.array([0.5, 1.0, 1.5], np.float32), "limit": np.array(limit, np.float32)}
         (ours,), (theirs,) = mod.run(feeds), _ort(model, feeds)
         np.testing.assert_array_equal(ours, theirs)
+
+
+def test_a_branch_that_forwards_an_outer_value_does_not_guard_it():
+    """else: Identity(m) with m computed before the If and read by the then-branch too: the
+    identity is dropped by the passes, and m's kernel must not take over its guard (it did:
+    m was then skipped whenever the then-branch ran)."""
+    then = h.make_graph(
+        [h.make_node("Neg", ["m"], ["t"])], "then", [], [h.make_tensor_value_info("t", T.FLOAT, [4, 8])]
+    )
+    other = h.make_graph(
+        [h.make_node("Identity", ["m"], ["e"])], "else", [], [h.make_tensor_value_info("e", T.FLOAT, [4, 8])]
+    )
+    nodes = [
+        h.make_node("Mul", ["x", "two"], ["m"]),
+        h.make_node("ReduceSum", ["x"], ["s"], keepdims=0),
+        h.make_node("Greater", ["s", "zero"], ["c"]),
+        h.make_node("If", ["c"], ["z"], then_branch=then, else_branch=other),
+    ]
+    graph = h.make_graph(
+        nodes,
+        "forward",
+        [h.make_tensor_value_info("x", T.FLOAT, [4, 8])],
+        [h.make_tensor_value_info("z", T.FLOAT, [4, 8])],
+        initializer=[h.make_tensor("zero", T.FLOAT, [], [0.0]), h.make_tensor("two", T.FLOAT, [], [2.0])],
+    )
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+    mod = tensorir.compile(model)
+    assert not any("guard" in k for k in mod.manifest["kernels"] if k["op"] in ("mul", "fused"))
+    for sign in (1.0, -1.0):
+        x = (sign * (np.arange(32, dtype=np.float32).reshape(4, 8) / 32 + 0.1)).astype(np.float32)
+        np.testing.assert_array_equal(mod.run({"x": x})[0], _ort(model, {"x": x})[0])
