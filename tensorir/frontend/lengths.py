@@ -138,8 +138,6 @@ def _gather(graph: Graph, nid: int, dyn: Dyn) -> list[int | None]:
         if data_len is not None and data_len.axis != axis:
             raise Refused("both its data and its indices have a length")
         return [axis + idx_len.axis]
-    if data_len.axis == axis:  # indices pick valid rows: the result has no length
-        return [None]
     return [data_len.axis if data_len.axis < axis else data_len.axis + idx_rank - 1]
 
 

@@ -151,6 +151,22 @@ def sqnr_db(signal: float, noise: float) -> float:
     return 10 * math.log10(signal / noise) if signal > 0 else -math.inf
 
 
+class _SqnrSums:
+    """Signal and error energy per key, summed over samples, as SQNR in dB."""
+
+    def __init__(self) -> None:
+        self.signal: dict[str, float] = {}
+        self.noise: dict[str, float] = {}
+
+    def add(self, key: str, want: np.ndarray, got: np.ndarray) -> None:
+        y = want.astype(np.float64)
+        self.signal[key] = self.signal.get(key, 0.0) + float(np.sum(y * y))
+        self.noise[key] = self.noise.get(key, 0.0) + float(np.sum((got - y) ** 2))
+
+    def db(self) -> dict[str, float]:
+        return {k: sqnr_db(self.signal[k], self.noise[k]) for k in self.signal}
+
+
 def output_sqnr(
     model: onnx.ModelProto,
     samples: Sequence[Feeds],
@@ -161,14 +177,12 @@ def output_sqnr(
     """The SQNR (dB) of each float output of `model` (the int8 one) against `floats`, over the samples."""
     run = make_runner(model, {k: v.shape for k, v in samples[0].items()}, backend)
     names = [n for n, v in floats[0].items() if v.dtype.kind == "f"]
-    signal, noise = dict.fromkeys(names, 0.0), dict.fromkeys(names, 0.0)
+    acc = _SqnrSums()
     for feeds, want in zip(_bar(samples, "int8 model", progress), floats, strict=True):
         got = run(feeds)
         for n in names:
-            y = want[n].astype(np.float64)
-            signal[n] += float(np.sum(y * y))
-            noise[n] += float(np.sum((got[n] - y) ** 2))
-    return {n: sqnr_db(signal[n], noise[n]) for n in names}
+            acc.add(n, want[n], got[n])
+    return acc.db()
 
 
 def layer_sqnr(
@@ -184,15 +198,12 @@ def layer_sqnr(
         return {}
     probe, pairs = probe_model(model, cands, params)
     run = make_runner(probe, {k: v.shape for k, v in samples[0].items()}, backend)
-    signal = dict.fromkeys(pairs, 0.0)
-    noise = dict.fromkeys(pairs, 0.0)
+    acc = _SqnrSums()
     for feeds in _bar(samples, "per-layer SQNR", progress):
         out = run(feeds)
         for key, (f, p) in pairs.items():
-            y = out[f].astype(np.float64)
-            signal[key] += float(np.sum(y * y))
-            noise[key] += float(np.sum((out[p] - y) ** 2))
-    return {k: sqnr_db(signal[k], noise[k]) for k in pairs}
+            acc.add(key, out[f], out[p])
+    return acc.db()
 
 
 def quantize_model(

@@ -56,10 +56,14 @@ def output_specs(names: Sequence[str], lengths: Mapping[str, tuple[int, str]]) -
     return specs
 
 
+def model_output_names(names: Sequence[str], lengths: Mapping[str, tuple[int, str]]) -> list[str]:
+    """A graph's output names (graph order) without the length companions."""
+    companions = {c for _, c in lengths.values()}
+    return [n for n in names if n not in companions]
+
+
 def trim_graph_outputs(
     names: Sequence[str], lengths: Mapping[str, tuple[int, str]], arrays: Sequence[np.ndarray]
 ) -> tuple[list[str], list[np.ndarray]]:
     """`trim` for a graph's outputs (names in graph order) and its `output_lengths`."""
-    specs = output_specs(names, lengths)
-    kept = [n for n, s in zip(names, specs, strict=True) if "length_of" not in s]
-    return kept, trim(specs, arrays)
+    return model_output_names(names, lengths), trim(output_specs(names, lengths), arrays)

@@ -24,7 +24,7 @@ from tensorir.frontend.onnx import from_onnx, load_model, shape_conflict
 from tensorir.frontend.tf_child import TFReference
 from tensorir.graph.graph import Graph
 from tensorir.graph.types import TensorType, np_dtype
-from tensorir.runtime.lengths import trim_graph_outputs
+from tensorir.runtime.lengths import model_output_names, trim_graph_outputs
 from tensorir.runtime.reference import run_reference
 from tensorir.tools.compare import DEFAULT, Tolerance, figures
 from tensorir.tools.ort_io import run_session
@@ -272,8 +272,7 @@ def _reference_runner(g: Graph) -> tuple[list[str], Callable[[Mapping[str, np.nd
     def run(feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
         return trim_graph_outputs(names, g.output_lengths, run_reference(g, feeds))[1]
 
-    companions = {c for _, c in g.output_lengths.values()}
-    return [n for n in names if n not in companions], run
+    return model_output_names(names, g.output_lengths), run
 
 
 def _run_build(path: str, build: Any, *run_args: Any) -> int:
