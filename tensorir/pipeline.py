@@ -18,6 +18,7 @@ A compile (`compile_model`, then `write_build`), stage by stage:
 
 Graph passes (tensorir/passes/, one file each; API in passes/__init__.py):
 
+    fold_qdq         QDQ uint8 x int8 matmul / gemm (+ bias, relu) -> integer qdense (once, first)
     canonicalize     gemm/matmul -> dense, sub/div by constants -> add/mul, no identity
     fold_constants   nodes with constant inputs -> constants (numpy references)
     fold_batchnorm   batch_norm -> into conv/dense weights, else mul + add
@@ -68,6 +69,7 @@ from tensorir.passes.cse import cse
 from tensorir.passes.dead_code import dead_code
 from tensorir.passes.fold_batchnorm import fold_batchnorm
 from tensorir.passes.fold_constants import fold_constants
+from tensorir.passes.fold_qdq import fold_qdq
 from tensorir.passes.fuse_ops import fuse_ops
 from tensorir.passes.layout import layout_enabled, make_layout_pass
 from tensorir.passes.memory_plan import plan_memory
@@ -90,6 +92,7 @@ def optimize(
     activations NCHW -> NCHW[x]c for `target` (default: on unless TIR_LAYOUT=0), with channel
     blocks up to `layout_block` (default: the target's float32 lanes)."""
     g = copy_graph(g)
+    run(fold_qdq, g, "fold qdq")  # QDQ matmul / gemm -> integer qdense, on the importer's form
     for round_ in range(1, MAX_ROUNDS + 1):
         tag = "" if round_ == 1 else f" (round {round_})"
         changed = run(canonicalize, g, "canonicalize" + tag)

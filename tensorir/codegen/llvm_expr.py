@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from tensorir.codegen import vmath
 from tensorir.codegen.llvm_builder import Val
+from tensorir.codegen.llvm_dot import emit_dot4, is_dot4
 from tensorir.codegen.llvm_narrow import NarrowEmitter
 from tensorir.codegen.llvm_types import (
     const,
@@ -150,6 +151,9 @@ class ExprEmitter(NarrowEmitter):
         return self.binop("+", base, step)
 
     def _e_BinOp(self, e: ir.BinOp) -> Val:
+        if e.op == "+" and (is_dot4(e.a) or is_dot4(e.b)):  # acc + dot4: one vpdpbusd (llvm_dot.py)
+            acc, dot = (e.b, e.a) if is_dot4(e.a) else (e.a, e.b)
+            return emit_dot4(self, dot, self.expr(acc))
         return self.binop(e.op, self.expr(e.a), self.expr(e.b))
 
     def _e_Cmp(self, e: ir.Cmp) -> Val:
@@ -237,6 +241,8 @@ class ExprEmitter(NarrowEmitter):
 
     # ---- calls ----------------------------------------------------------------------
     def _e_Call(self, e: ir.Call) -> Val:
+        if is_dot4(e):
+            return emit_dot4(self, e, None)
         if e.name.startswith("e8m0_"):
             flag = e.args[1].value if isinstance(e.args[1], ir.Broadcast) else e.args[1]
             if not isinstance(flag, ir.Const):

@@ -90,6 +90,12 @@ _CMPS = {
     "!=": operator.ne,
 }
 _erf = np.vectorize(math.erf, otypes=[np.float64])
+def _dot4_u8s8(a0: Any, a1: Any, a2: Any, a3: Any, w: Any) -> Any:
+    quads = np.asarray(w, np.int32)[..., None].view(np.int8).reshape(*np.shape(w), 4).astype(np.int64)
+    acts = [np.asarray(a, np.int64) for a in (a0, a1, a2, a3)]
+    return sum(a * quads[..., i] for i, a in enumerate(acts))
+
+
 _INTRINSICS: dict[str, Callable[..., Any]] = {
     "exp": np.exp,
     "log": np.log,
@@ -106,6 +112,7 @@ _INTRINSICS: dict[str, Callable[..., Any]] = {
     "pow": np.power,
     "sin": np.sin,
     "cos": np.cos,
+    "dot4_u8s8": _dot4_u8s8,
 }
 
 

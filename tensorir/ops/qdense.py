@@ -1,0 +1,93 @@
+"""qdense: uint8 x int8 -> uint8 fully-connected op with int32 accumulation and a fused
+requantize epilogue (the integer form of a QDQ dense / matmul, passes/fold_qdq.py).
+
+    acc[m, n] = sum_k x[m, k] * W[n, k] + bias[n]                    (int32)
+    y[m, n]   = clip(round_even(float32(acc[m, n]) * scale[n]) + zero_point, lo, hi)   (uint8)
+
+x: uint8 (M, K), K a multiple of 4. The int8 weights W (N, K) come packed at compile time as
+int32 words of four consecutive k, in blocks of 16 output columns, the layout the VNNI inner
+loop reads one vector at a time (`pack_weights`):
+
+    w[nb, kq, l] = W[16 nb + l, 4 kq : 4 kq + 4] as little-endian int8 bytes    (N/16, K/4, 16)
+
+bias: int32 (N,) (the input zero point folded in: bias - x_zp * sum_k W[n, k]); scale:
+float32 (N,) (x_scale * w_scale[n] / y_scale). Attributes: `n` (N, the packing pads it to a
+multiple of 16), `zero_point` (y's), `lo` / `hi` (the clip: 0 / 255, or tighter for a fused
+relu / clip). The product matches onnxruntime's QLinearMatMul / QLinearConv requantization
+(float32 multiplier, round half to even).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from tensorir.errors import ShapeError
+from tensorir.graph.types import TensorType
+from tensorir.ops.infer import Types
+from tensorir.ops.registry import register_op
+
+BLOCK = 16  # output columns per packed block (one AVX-512 int32 vector)
+QUAD = 4  # int8 values per int32 word (one vpdpbusd group)
+
+
+def pack_weights(w: np.ndarray) -> np.ndarray:
+    """int8 (N, K) -> int32 (ceil(N/16), K/4, 16): the layout above (zero rows pad N)."""
+    n, k = w.shape
+    if k % QUAD:
+        raise ShapeError(f"qdense weights need K a multiple of {QUAD}, got {w.shape}")
+    nb = -(-n // BLOCK)
+    padded = np.zeros((nb * BLOCK, k), np.int8)
+    padded[:n] = w
+    blocks = padded.reshape(nb, BLOCK, k // QUAD, QUAD).transpose(0, 2, 1, 3)
+    return np.ascontiguousarray(blocks).view(np.int32).reshape(nb, k // QUAD, BLOCK)
+
+
+def unpack_weights(w: np.ndarray, n: int) -> np.ndarray:
+    """The inverse of pack_weights: int8 (N, K)."""
+    nb, kq, _ = w.shape
+    blocks = np.ascontiguousarray(w).view(np.int8).reshape(nb, kq, BLOCK, QUAD)
+    return blocks.transpose(0, 2, 1, 3).reshape(nb * BLOCK, kq * QUAD)[:n]
+
+
+def _infer(ins: Types, attrs: dict[str, Any]) -> Types:
+    if len(ins) != 4:
+        raise ShapeError(f"qdense takes 4 inputs (x, w, bias, scale), got {len(ins)}")
+    x, w, bias, scale = ins
+    n = int(attrs["n"])
+    want = [
+        ("x", x, "uint8", None),
+        ("w", w, "int32", (-(-n // BLOCK), x.shape[-1] // QUAD, BLOCK)),
+        ("bias", bias, "int32", (n,)),
+        ("scale", scale, "float32", (n,)),
+    ]
+    for name, t, dtype, shape in want:
+        if t.dtype != dtype or (shape is not None and t.shape != shape):
+            raise ShapeError(f"qdense {name}: want {dtype}{list(shape or [])}, got {t}")
+    if x.ndim != 2 or x.shape[1] % QUAD:
+        raise ShapeError(f"qdense x must be (M, K) with K a multiple of {QUAD}, got {x}")
+    return [TensorType((x.shape[0], n), "uint8")]
+
+
+def _flops(ins: Types, attrs: Mapping[str, Any], out: TensorType) -> int:
+    return 2 * out.size * ins[0].shape[-1]
+
+
+@register_op("qdense", infer=_infer, pattern="anchor", tunable=True, flops=_flops)
+def qdense(
+    x: np.ndarray,
+    w: np.ndarray,
+    bias: np.ndarray,
+    scale: np.ndarray,
+    n: int,
+    zero_point: int,
+    lo: int,
+    hi: int,
+) -> np.ndarray:
+    """The integer product and the float32 requantization of the module docstring."""
+    wide = unpack_weights(w, n).astype(np.int64)
+    acc = (x.astype(np.int64) @ wide.T + bias).astype(np.int32)
+    y = np.rint(acc.astype(np.float32) * scale.astype(np.float32)) + np.float32(zero_point)
+    return np.clip(y, lo, hi).astype(np.uint8)

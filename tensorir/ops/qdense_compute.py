@@ -1,0 +1,57 @@
+"""Compute definition of `qdense` (ops/qdense.py): the register-blocked matrix product of
+matmul_compute.py over int32 words of four k.
+
+    qdense_bt[n, kq]  = w[n // 16, kq, n % 16]                     (inlined: the packed weights)
+    qdense_acc[m, n]  = sum_kq dot4_u8s8(x[m, 4kq], .., x[m, 4kq+3], qdense_bt[n, kq])
+    qdense[m, n]      = requantize(qdense_acc[m, n] + bias[n])
+
+`dot4_u8s8` is the loop-IR intrinsic of codegen/llvm_dot.py: with the columns vectorized (16
+int32 lanes, one packed weight vector per kq) and the four activations broadcast, each
+accumulator update is one `vpdpbusd` on AVX-512 VNNI, int32 widening multiply-adds elsewhere.
+The weights are packed at compile time, so the template's run-time panel packing stays off;
+its other knobs (gemm_rows, gemm_col_vectors, gemm_row_chunk_tiles) are the tuner's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import tensorir.ops.qdense  # noqa: F401  (the reference registers the op first)
+from tensorir.loop.ir import Call
+from tensorir.ops.matmul_compute import schedule_matmul
+from tensorir.ops.nn_compute import const, load
+from tensorir.ops.qdense import BLOCK, QUAD
+from tensorir.ops.registry import register_compute
+from tensorir.schedule.schedule import Schedule
+from tensorir.schedule.space import pin
+from tensorir.schedule.te import Tensor, call, cast, compute, max_, min_, reduce_axis, sum_
+from tensorir.target import Target
+
+
+def schedule_qdense(s: Schedule, outputs: Sequence[Tensor], target: Target) -> None:
+    """The blocked matmul schedule on the int32 accumulator, weights read in place."""
+    with pin("gemm_pack_b", False):
+        schedule_matmul(s, outputs, target)
+
+
+@register_compute("qdense", schedule=schedule_qdense)
+def qdense_compute(
+    x: Tensor, w: Tensor, bias: Tensor, scale: Tensor, n: int, zero_point: int, lo: int, hi: int
+) -> Tensor:
+    m, k = x.shape
+    bt = compute((n, k // QUAD), lambda j, q: w[j // BLOCK, q, j % BLOCK], name="qdense_bt")
+    kq = reduce_axis(k // QUAD, "kq")
+
+    def dot(i, j):
+        acts = tuple(x[i, kq * QUAD + t] for t in range(QUAD))
+        return sum_(Call("dot4_u8s8", (*acts, bt[j, kq]), "int32"), axis=kq)
+
+    acc = compute((m, n), dot, name="qdense_acc")
+
+    def requantize(i, j):
+        v = cast(load(acc, (i, j), "int32") + bias[j], "float32") * scale[j]
+        v = call("round", v) + const(zero_point, "float32")
+        v = min_(max_(v, const(lo, "float32")), const(hi, "float32"))
+        return cast(v, "uint8")
+
+    return compute((m, n), requantize, name="qdense")

@@ -1,0 +1,220 @@
+"""fold_qdq: QDQ matrix products -> integer `qdense` (ops/qdense.py).
+
+The ONNX frontend imports QuantizeLinear / DequantizeLinear as float arithmetic
+(frontend/onnx_quant.py). This pass runs on that form, first among the graph passes, and finds
+
+    DQ(x: uint8) --.
+                    matmul / gemm --[+ bias]--[relu | clip]--> Q(uint8)
+    DQ(W: int8 constant, zero point 0, per tensor or per output column) --'
+
+with x's and y's scale and zero point per tensor, spelled as the importer writes them:
+
+    DQ(q)  = mul(sub(cast(q, float32), zp), scale)     (or mul(cast(q), scale) without zp)
+    Q(y)   = cast(clip(add(round(div(y, scale)), zp), 0, 255), uint8)
+
+and replaces the Q's result by one qdense node (R = S (Q - Z) throughout):
+
+    qdense(x, pack(W), bias_q - x_zp * sum_k W[n, k], x_scale * w_scale[n] / y_scale)
+        zero_point = y_zp, clip [max(0, Q(relu / clip min)), min(255, Q(clip max))]
+
+`bias_q` is the int32 bias when the bias is a DQ of int32 at scale x_scale * w_scale (what
+onnxruntime's quantize_static writes), else the float bias divided by that scale and rounded.
+A relu before the Q is max(Q(y), y_zp): Q is monotone and Q(0) = y_zp. Anything else is left
+as the float path: other dtypes, a float intermediate used twice, K not a multiple of 4.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from tensorir.graph.graph import Graph, Value
+from tensorir.ops.qdense import QUAD, pack_weights
+from tensorir.ops.registry import get_op
+from tensorir.passes import add_op, replace, rewrite, single_use
+
+_CONST_OPS = ("reshape", "cast", "expand", "slice", "unsqueeze")
+
+
+def fold_qdq(g: Graph) -> bool:
+    """Rewrite every matched QDQ matrix product into qdense; True if any was."""
+    return rewrite(g, [("cast", _fold_dense)])
+
+
+# ---- matching --------------------------------------------------------------------------
+def _node(g: Graph, v: Value, op: str) -> Any:
+    node = g.node(v.node)
+    return node if node.op == op else None
+
+
+def const_value(g: Graph, v: Value, depth: int = 4) -> np.ndarray | None:
+    """The value of `v` when it is a constant, possibly behind reshapes / casts of one."""
+    node = g.node(v.node)
+    if node.op == "constant":
+        return node.value
+    if node.op not in _CONST_OPS or depth == 0:
+        return None
+    args = [const_value(g, u, depth - 1) for u in g.inputs_of(v.node)]
+    if any(a is None for a in args):
+        return None
+    return get_op(node.op).run_reference(args, node.attr)[v.index]
+
+
+def dequant(g: Graph, v: Value) -> tuple[Value, np.ndarray, np.ndarray] | None:
+    """(q, scale, zero point) when `v` is the importer's DequantizeLinear of integer `q`."""
+    mul = _node(g, v, "mul")
+    if mul is None:
+        return None
+    a, s = g.inputs_of(v.node)
+    scale = const_value(g, s)
+    if scale is None:
+        return None
+    zp = np.zeros((), np.int64)
+    if _node(g, a, "sub") is not None:
+        a, z = g.inputs_of(a.node)
+        zp = const_value(g, z)
+        if zp is None:
+            return None
+    cast = _node(g, a, "cast")
+    if cast is None:
+        return None
+    (q,) = g.inputs_of(a.node)
+    if not np.issubdtype(np.dtype(g.type_of(q).dtype), np.integer):
+        return None
+    return q, scale.astype(np.float32), zp.astype(np.int64)
+
+
+def quant(g: Graph, nid: int) -> tuple[Value, float, int] | None:
+    """(y, scale, zero point) when node `nid` ends the importer's uint8 QuantizeLinear of y."""
+    node = g.node(nid)
+    if node.attr.get("to") != "uint8":
+        return None
+    (c,) = g.inputs_of(nid)
+    clip = _node(g, c, "clip")
+    if clip is None or (clip.attr.get("min"), clip.attr.get("max")) != (0.0, 255.0):
+        return None
+    (r,) = g.inputs_of(c.node)
+    zp = np.zeros(())
+    if _node(g, r, "add") is not None:
+        r, z = g.inputs_of(r.node)
+        zp = const_value(g, z)
+    if zp is None or zp.size != 1 or _node(g, r, "round") is None:
+        return None
+    (d,) = g.inputs_of(r.node)
+    if _node(g, d, "div") is None:
+        return None
+    y, s = g.inputs_of(d.node)
+    scale = const_value(g, s)
+    if scale is None or scale.size != 1:
+        return None
+    return y, float(np.float32(scale.item())), int(zp.item())
+
+
+def _activation(g: Graph, y: Value, scale: float, zp: int) -> tuple[Value, int, int] | None:
+    """(the value before a relu / clip, lo, hi) in y's quantized domain."""
+    lo, hi = 0, 255
+
+    def q(r: float) -> int:
+        return int(np.clip(np.rint(np.float32(r) / np.float32(scale)) + zp, 0, 255))
+
+    node = g.node(y.node)
+    if node.op not in ("relu", "clip") or not single_use(g, y):
+        return y, lo, hi
+    if node.op == "relu":
+        lo = max(lo, zp)
+    else:
+        lo = max(lo, q(node.attr["min"])) if "min" in node.attr else lo
+        hi = min(hi, q(node.attr["max"])) if "max" in node.attr else hi
+    return g.inputs_of(y.node)[0], lo, hi
+
+
+def _weights(g: Graph, v: Value, trans: bool) -> tuple[np.ndarray, np.ndarray] | None:
+    """(W int8 (N, K), w_scale (N,)) of a DQ'd constant right operand ((K, N), or (N, K))."""
+    dq = dequant(g, v)
+    if dq is None:
+        return None
+    q, scale, zp = dq
+    w = const_value(g, q)
+    if w is None or w.dtype != np.int8 or w.ndim != 2 or np.any(zp):
+        return None
+    w = w if trans else w.T
+    s = np.broadcast_to(scale, w.shape if trans else w.T.shape)
+    s = s if trans else s.T
+    if np.any(s != s[:, :1]):  # not one scale per output column
+        return None
+    return np.ascontiguousarray(w), np.ascontiguousarray(s[:, 0])
+
+
+def _bias(g: Graph, v: Value, acc_scale: np.ndarray) -> np.ndarray | None:
+    """The bias in int32 units of the accumulator (scale x_scale * w_scale)."""
+    dq = dequant(g, v)
+    if dq is not None:
+        q, scale, zp = dq
+        b = const_value(g, q)
+        exact = np.broadcast_to(scale, acc_scale.shape) == acc_scale
+        if b is not None and b.dtype == np.int32 and not np.any(zp) and np.all(exact):
+            return np.broadcast_to(b, acc_scale.shape).astype(np.int64)
+    f = const_value(g, v, depth=8) if dq is None else None
+    if f is None or f.size not in (1, acc_scale.size):
+        return None
+    return np.rint(np.broadcast_to(f.reshape(-1), acc_scale.shape) / acc_scale).astype(np.int64)
+
+
+# ---- the rewrite ---------------------------------------------------------------------
+def _fold_dense(g: Graph, nid: int) -> bool:
+    qy = quant(g, nid)
+    if qy is None:
+        return False
+    y, y_scale, y_zp = qy
+    if not single_use(g, y):
+        return False
+    y, lo, hi = _activation(g, y, y_scale, y_zp)
+    bias_v = None
+    if g.node(y.node).op == "add" and single_use(g, y):
+        y, bias_v = g.inputs_of(y.node)
+    anchor = g.node(y.node)
+    if not single_use(g, y) or not _plain_product(anchor, g.inputs_of(y.node)):
+        return False
+    ins = g.inputs_of(y.node)
+    x = dequant(g, ins[0])
+    wts = _weights(g, ins[1], bool(anchor.attr.get("trans_b", 0)))
+    if x is None or wts is None or g.type_of(x[0]).dtype != "uint8" or x[1].size != 1 or x[2].size != 1:
+        return False
+    if len(ins) == 3:
+        if bias_v is not None:
+            return False
+        bias_v = ins[2]
+    (xq, x_scale, x_zp), (w, w_scale) = x, wts
+    acc_scale = np.float32(x_scale.item()) * w_scale
+    bias = np.zeros(w.shape[0], np.int64) if bias_v is None else _bias(g, bias_v, acc_scale)
+    if bias is None or w.shape[1] % QUAD:
+        return False
+    bias = bias - int(x_zp.item()) * w.astype(np.int64).sum(axis=1)
+    if np.any(np.abs(bias) >= 2**31):
+        return False
+    mult = (acc_scale / np.float32(y_scale)).astype(np.float32)
+    attrs = {"n": w.shape[0], "zero_point": y_zp, "lo": lo, "hi": hi}
+    return replace(g, nid, [_qdense(g, xq, w, bias.astype(np.int32), mult, attrs)])
+
+
+def _plain_product(anchor: Any, ins: list[Value]) -> bool:
+    """matmul, or gemm without scaling or a transposed left operand."""
+    if anchor.op == "matmul":
+        return len(ins) == 2
+    if anchor.op != "gemm":
+        return False
+    a = anchor.attr
+    return a.get("alpha", 1.0) == 1.0 and a.get("beta", 1.0) == 1.0 and not a.get("trans_a", 0)
+
+
+def _qdense(g: Graph, xq: Value, w: np.ndarray, bias: np.ndarray, mult: np.ndarray, attrs: dict) -> Value:
+    """qdense on x flattened to (M, K), reshaped back to x's leading dims."""
+    shape = g.type_of(xq).shape
+    k = shape[-1]
+    x2 = xq if len(shape) == 2 else add_op(g, "reshape", [xq], {"shape": (int(np.prod(shape[:-1])), k)})
+    consts = [g.add_const(pack_weights(w)), g.add_const(bias), g.add_const(mult)]
+    y = add_op(g, "qdense", [x2, *consts], attrs)
+    if len(shape) == 2:
+        return y
+    return add_op(g, "reshape", [y], {"shape": (*shape[:-1], w.shape[0])})

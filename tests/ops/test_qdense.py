@@ -1,0 +1,78 @@
+"""qdense (ops/qdense.py): the integer kernel against its numpy reference, bit-exact, on the
+host (AVX-512 VNNI when the CPU has it), on x86-64 without VNNI (the widening fallback), and
+on linux-arm64 under qemu; `vpdpbusd` in the assembly exactly when the target has VNNI."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import numpy as np
+import pytest
+
+from tensorir.codegen import emit_assembly
+from tensorir.codegen.link import run_arm64
+from tensorir.graph.types import TensorType
+from tensorir.ops.kernel import op_kernel, run_op, scratch_arrays
+from tensorir.ops.qdense import pack_weights, unpack_weights
+from tensorir.ops.registry import get_op
+from tensorir.target import get_target
+
+RNG = np.random.default_rng(18)
+VNNI = dataclasses.replace(
+    get_target("x86_64-v4"), features=get_target("x86_64-v4").features + ",+avx512vnni"
+)
+
+
+def _case(m: int, k: int, n: int, lo: int = 0, hi: int = 255) -> tuple[list[np.ndarray], dict]:
+    x = RNG.integers(0, 256, (m, k), dtype=np.uint8)
+    w = RNG.integers(-128, 128, (n, k), dtype=np.int8)
+    bias = RNG.integers(-20000, 20000, n).astype(np.int32)
+    scale = (RNG.random(n) * 4e-4 + 1e-4).astype(np.float32)
+    attrs = {"n": n, "zero_point": int(RNG.integers(0, 256)), "lo": lo, "hi": hi}
+    return [x, pack_weights(w), bias, scale], attrs
+
+
+def test_pack_round_trips_and_reference_is_the_integer_product():
+    (x, wp, bias, scale), attrs = _case(3, 12, 21)
+    w = unpack_weights(wp, 21)
+    assert wp.shape == (2, 3, 16) and wp.dtype == np.int32
+    assert np.array_equal(pack_weights(w), wp)
+    acc = x.astype(np.int64) @ w.astype(np.int64).T + bias
+    want = np.clip(np.rint(acc.astype(np.float32) * scale) + attrs["zero_point"], 0, 255)
+    got = get_op("qdense").run_reference([x, wp, bias, scale], attrs)[0]
+    assert np.array_equal(got, want.astype(np.uint8))
+    assert 0 < got.mean() < 255  # the case exercises the clip without saturating everything
+
+
+@pytest.mark.parametrize(
+    ("target", "shape"),
+    [("host", (24, 64, 48)), ("host", (5, 36, 20)), ("host", (1, 128, 32)), ("x86_64-v3", (24, 64, 48))],
+)
+def test_kernel_is_bit_exact(target, shape):
+    ins, attrs = _case(*shape, lo=7, hi=250)
+    want = get_op("qdense").run_reference(ins, attrs)[0]
+    got = run_op("qdense", ins, attrs, target=target)[0]
+    np.testing.assert_array_equal(got, want)
+
+
+def _types(m: int, k: int, n: int) -> list[TensorType]:
+    ins, _ = _case(m, k, n)
+    return [TensorType.of(a) for a in ins]
+
+
+def test_vpdpbusd_exactly_with_vnni():
+    attrs = {"n": 64, "zero_point": 0, "lo": 0, "hi": 255}
+    with_vnni = emit_assembly(op_kernel("qdense", _types(16, 64, 64), attrs, VNNI), VNNI)
+    without = emit_assembly(op_kernel("qdense", _types(16, 64, 64), attrs, "x86_64-v4"), "x86_64-v4")
+    assert re.search(r"vpdpbusd\s+%zmm", with_vnni)
+    assert "vpdpbusd" not in without and "vpmaddwd" in without  # the widening fallback
+
+
+@pytest.mark.arm64
+def test_arm64_fallback_under_qemu():
+    ins, attrs = _case(6, 32, 24, lo=3)
+    func = op_kernel("qdense", [TensorType.of(a) for a in ins], attrs, "linux-arm64")
+    out = np.empty((6, 24), np.uint8)
+    got = run_arm64(func, [*ins, out, *scratch_arrays(func)])[len(ins)]
+    np.testing.assert_array_equal(got, get_op("qdense").run_reference(ins, attrs)[0])

@@ -1,0 +1,132 @@
+"""fold_qdq (passes/fold_qdq.py): QDQ models written by onnxruntime's own quantize_static
+(uint8 activations, per-channel int8 weights) fold into integer qdense nodes, and the compiled
+model matches onnxruntime's output within one quantization step of the output per element
+(issue 18's acceptance)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+import tensorir as tir
+from tensorir.frontend.onnx import from_onnx
+from tensorir.graph.printer import print_graph
+from tensorir.passes.fold_qdq import fold_qdq
+from tensorir.pipeline import optimize
+
+RNG = np.random.default_rng(18)
+
+
+class _Reader(CalibrationDataReader):
+    def __init__(self, shape: tuple[int, ...]) -> None:
+        self.feeds = iter([{"x": RNG.standard_normal(shape).astype(np.float32)} for _ in range(8)])
+
+    def get_next(self) -> dict | None:
+        return next(self.feeds, None)
+
+
+def _quantized(tmp: Path, nodes: list, inits: dict, x_shape: tuple, y_shape: tuple) -> onnx.ModelProto:
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x_shape))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(y_shape))],
+        [numpy_helper.from_array(v.astype(np.float32), k) for k, v in inits.items()],
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp / "f.onnx")
+    quantize_static(
+        str(tmp / "f.onnx"),
+        str(tmp / "q.onnx"),
+        _Reader(x_shape),
+        quant_format=QuantFormat.QDQ,
+        activation_type=QuantType.QUInt8,
+        weight_type=QuantType.QInt8,
+        per_channel=True,
+    )
+    return onnx.load(tmp / "q.onnx")
+
+
+def _matmul_model(tmp: Path) -> onnx.ModelProto:
+    """BERT-like: (2, 8, 64) @ (64, 48) + bias, relu (the Add quantized on its own by ORT)."""
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["mm"]),
+        helper.make_node("Add", ["mm", "b"], ["a"]),
+        helper.make_node("Relu", ["a"], ["y"]),
+    ]
+    inits = {"w": RNG.standard_normal((64, 48)), "b": RNG.standard_normal(48)}
+    return _quantized(tmp, nodes, inits, (2, 8, 64), (2, 8, 48))
+
+
+def _gemm_model(tmp: Path) -> onnx.ModelProto:
+    """Gemm (transB, int32 bias at scale x_scale * w_scale) + relu, then a second Gemm."""
+    nodes = [
+        helper.make_node("Gemm", ["x", "w1", "b1"], ["h"], transB=1),
+        helper.make_node("Relu", ["h"], ["r"]),
+        helper.make_node("Gemm", ["r", "w2", "b2"], ["y"]),
+    ]
+    inits = {
+        "w1": RNG.standard_normal((96, 32)) / 4,
+        "b1": RNG.standard_normal(96),
+        "w2": RNG.standard_normal((96, 20)) / 8,
+        "b2": RNG.standard_normal(20),
+    }
+    return _quantized(tmp, nodes, inits, (5, 32), (5, 20))
+
+
+def _output_step(model: onnx.ModelProto) -> float:
+    """The scale of the last DequantizeLinear (the graph output's quantization step)."""
+    dq = [n for n in model.graph.node if n.op_type == "DequantizeLinear" and n.output[0] == "y"]
+    inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    return float(inits[dq[0].input[1]])
+
+
+@pytest.mark.parametrize("make", [_matmul_model, _gemm_model])
+def test_compiled_qdq_model_matches_onnxruntime_within_one_step(tmp_path, make):
+    model = make(tmp_path)
+    shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
+    folded = print_graph(optimize(from_onnx(model), fuse=False, layout=False))
+    assert folded.count("qdense(") == (2 if make is _gemm_model else 1)
+    mod = tir.compile(model)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    step = _output_step(model)
+    for seed in range(3):
+        x = np.random.default_rng(seed).standard_normal(shape).astype(np.float32) * 1.5
+        want = sess.run(None, {"x": x})[0]
+        got = mod.run({"x": x})[0]
+        assert np.abs(got - want).max() <= step * 1.001, f"seed {seed}"
+        assert np.count_nonzero(want) > want.size // 4  # the relu leaves plenty to compare
+
+
+def test_fold_rewrites_the_matrix_products_into_qdense(tmp_path):
+    g = from_onnx(_gemm_model(tmp_path))
+    before = print_graph(g)
+    assert before.count("gemm(") == 2 and "qdense" not in before
+    assert fold_qdq(g)
+    after = print_graph(g)
+    assert "gemm(" not in after and "matmul(" not in after
+    lines = [ln.strip() for ln in after.splitlines() if "qdense(" in ln]
+    assert len(lines) == 2
+    # the first gemm's relu became the clip's lower bound, its output zero point (ORT: 0)
+    assert " hi=255 lo=0 n=96 zero_point=0 : u8[5,96]" in lines[0]
+    assert " n=20 " in lines[1] and lines[1].endswith(": u8[5,20]")
+    opt = print_graph(optimize(g, fuse=False, layout=False))
+    assert "relu(" not in opt and opt.count("qdense(") == 2 and "dense(" not in opt.replace("qdense(", "")
+
+
+def test_float_matmul_is_left_alone():
+    w = numpy_helper.from_array(RNG.standard_normal((8, 4)).astype(np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])],
+        [w],
+    )
+    g = from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    assert not fold_qdq(g)
