@@ -23,6 +23,7 @@ import numpy as np
 import onnx
 
 from tensorir import debug, planted_bug
+from tensorir.compiler_loop import LoopKernel, bind_loop, compile_loop
 from tensorir.errors import TirError
 from tensorir.graph.graph import Graph, Value
 from tensorir.graph.types import TensorType
@@ -33,7 +34,7 @@ from tensorir.ops.kernel import build_kernel
 from tensorir.ops.registry import NoScheduleError, is_tunable
 from tensorir.ops.workload import workload_key
 from tensorir.passes.memory_plan import ALIGN, storage_root
-from tensorir.plan import Arg, Copy, KernelCall
+from tensorir.plan import Arg, Copy, KernelCall, LoopSpan
 from tensorir.runtime.lengths import output_specs
 from tensorir.target import Target
 
@@ -54,6 +55,7 @@ class Build:
     weights: bytes
     manifest: dict[str, Any] = field(default_factory=dict)
     nodes: list[int] = field(default_factory=list)  # the graph node of each kernel, in kernel order
+    loops: list[LoopSpan] = field(default_factory=list)  # calls run as loops (compiler_loop.py)
 
     def write(self, out: str | os.PathLike, weights: str = "embedded") -> Path:
         """Code generation and packaging by the target's backend (pipeline.write_build)."""
@@ -153,12 +155,13 @@ def _const_args(g: Graph, nid: int) -> frozenset[int]:
     )
 
 
-def lower_kernels(g: Graph, target: Target, records: Any = None) -> dict[int, _Kernel]:
+def lower_kernels(g: Graph, target: Target, records: Any = None, prefix: str = "tir_") -> dict[int, Any]:
     """One kernel per op node; with the best tuning record's knobs where there is one.
     A record that no longer builds (an older template) falls back to the defaults. For an
     OpenCL target, an op with no GPU schedule is lowered for the host CPU instead
     (`device` "cpu"; the backend inserts the transfers). The loop functions are as
-    lowered, before the loop passes (`optimize_kernels`)."""
+    lowered, before the loop passes (`optimize_kernels`). A `loop` node's body is compiled
+    as a model of its own (a LoopKernel, compiler_loop.py); `prefix` starts every symbol."""
     kernels = {}
     to_break = planted_bug.wanted()  # TEST ONLY (tensorir/planted_bug.py): None in normal use
     for k, nid in enumerate(g.op_nodes()):
@@ -167,7 +170,10 @@ def lower_kernels(g: Graph, target: Target, records: Any = None) -> dict[int, _K
             continue  # a view (reshape of an op's output): no kernel, no copy
         label = f"node '{node.name or nid}' ({node.op})"
         try:
-            kernels[nid] = _lower_node(g, nid, f"tir_k{k}_{node.op}", target, records, label)
+            if node.op == "loop":
+                kernels[nid] = compile_loop(g, nid, target, records, f"{prefix}l{k}_")
+                continue
+            kernels[nid] = _lower_node(g, nid, f"{prefix}k{k}_{node.op}", target, records, label)
         except TirError as e:
             raise TirError(f"{label}: {e}") from None
         if to_break and _break_for_test(g, nid, kernels[nid], to_break):
@@ -212,14 +218,21 @@ def _lower_node(g: Graph, nid: int, name: str, target: Target, records: Any, lab
     return _Kernel(func, spec, None, "cpu")
 
 
-def optimize_kernels(kernels: dict[int, _Kernel]) -> dict[int, _Kernel]:
-    """The loop passes (simplify, vectorize, unroll; loop/passes.py) over every kernel."""
-    return {nid: _Kernel(optimize_loops(k.func), k.spec, k.config, k.device) for nid, k in kernels.items()}
+def optimize_kernels(kernels: dict[int, Any]) -> dict[int, Any]:
+    """The loop passes (simplify, vectorize, unroll; loop/passes.py) over every kernel (a loop
+    body's ran when it was compiled)."""
+    return {
+        nid: k if isinstance(k, LoopKernel) else _Kernel(optimize_loops(k.func), k.spec, k.config, k.device)
+        for nid, k in kernels.items()
+    }
 
 
 def scratch_sizes(kernels: Mapping[int, _Kernel]) -> dict[int, list[int]]:
     out = {}
     for nid, kern in kernels.items():
+        if isinstance(kern, LoopKernel):
+            out[nid] = kern.scratch()
+            continue
         f = kern.func
         n = f.attrs.get("num_scratch", 0)
         bufs = f.params[len(f.params) - n :] if n else ()
@@ -227,11 +240,31 @@ def scratch_sizes(kernels: Mapping[int, _Kernel]) -> dict[int, list[int]]:
     return out
 
 
-def bind_plan(g: Graph, kernels: Mapping[int, _Kernel], plan) -> tuple[list[KernelCall], list[Copy], _Binder]:
+@dataclass
+class Bound:
+    """bind_plan's result: the calls in order, the final copies, the loops among the calls, and
+    the manifest entries of the calls inside loops (by call index)."""
+
+    calls: list[KernelCall]
+    copies: list[Copy]
+    binder: _Binder
+    loops: list[LoopSpan] = field(default_factory=list)
+    loop_entries: dict[int, dict] = field(default_factory=dict)
+
+
+def bind_plan(g: Graph, kernels: Mapping[int, Any], plan) -> Bound:
     """Kernel calls and final copies over the memory plan's storage (tensorir/plan.py)."""
     binder = _Binder(g, plan.offsets)
-    calls = []
+    calls: list[KernelCall] = []
+    out = Bound(calls, [], binder)
     for nid, kern in kernels.items():
+        if isinstance(kern, LoopKernel):
+            scratch = plan.scratch_offsets[nid]
+            body, spans, entries = bind_loop(g, nid, kern, binder.arg, binder.weights, scratch, len(calls))
+            out.loop_entries.update(zip(range(len(calls), len(calls) + len(body)), entries, strict=True))
+            calls += body
+            out.loops += spans
+            continue
         f, transforms = kern.func, kern.spec.transforms
         args = [binder.arg(v, transforms.get(k)) for k, v in enumerate(g.inputs_of(nid))]
         args += [binder.arg(Value(nid, i)) for i in range(len(g.node(nid).outputs))]
@@ -241,12 +274,11 @@ def bind_plan(g: Graph, kernels: Mapping[int, _Kernel], plan) -> tuple[list[Kern
         sizes = tuple(TensorType(p.shape, p.dtype).nbytes for p in f.params)
         guard = tuple((binder.arg(flag), bool(p)) for flag, p in g.guards.get(nid, ()))
         calls.append(KernelCall(f.name, tuple(args), kern.device, sizes, guard))
-    copies = []
     for k, (_, v) in enumerate(g.outputs):
         src = binder.arg(v)
         if src != Arg("output", k):
-            copies.append(Copy(Arg("output", k), src, g.type_of(v).nbytes))
-    return calls, copies, binder
+            out.copies.append(Copy(Arg("output", k), src, g.type_of(v).nbytes))
+    return out
 
 
 def _in_types(g: Graph, nid: int) -> list[TensorType]:
@@ -267,23 +299,33 @@ def make_manifest(
     raw: bytes,
     graph: Graph,
     target: Target,
-    kernels: Mapping[int, _Kernel],
-    calls: Sequence[KernelCall],
-    copies: Sequence[Copy],
+    all_kernels: Mapping[int, Any],
+    bound: Bound,
     plan,
-    binder: _Binder,
     block: int | None,
 ) -> dict[str, Any]:
     """What manifest.json records about a build: target, model hash, inputs and outputs,
-    memory, and per kernel its workload, algorithm and tuning config."""
+    memory, and per kernel (those of loop bodies included) its workload, algorithm and
+    tuning config."""
     from tensorir import __version__
 
-    tuned = sum(k.config is not None for k in kernels.values())
+    kernels = {nid: k for nid, k in all_kernels.items() if not isinstance(k, LoopKernel)}
+    plain = iter(kernels)
+    entries = [
+        bound.loop_entries[i]
+        if i in bound.loop_entries
+        else _kernel_entry(graph, target, kernels, c, next(plain))
+        for i, c in enumerate(bound.calls)
+    ]
+    tuned = sum("config" in e for e in entries)
     untuned_workloads = {
         workload_key(graph.node(nid).op, _in_types(graph, nid), graph.node(nid).attr)
         for nid, k in kernels.items()
         if k.config is None and is_tunable(graph.node(nid).op, graph.node(nid).attr)
     }
+    in_bodies = sum(
+        k.body.manifest["untuned_workloads"] for k in all_kernels.values() if isinstance(k, LoopKernel)
+    )
     return {
         "tensorir_version": __version__,
         "target": target.name,
@@ -295,22 +337,28 @@ def make_manifest(
         "workspace_bytes": plan.workspace,
         "workspace_lower_bound": plan.lower_bound,
         "workspace_no_reuse": plan.no_reuse,
-        "weights_bytes": binder.weights.size,
+        "weights_bytes": bound.binder.weights.size,
         "tuned_kernels": tuned,
-        "untuned_kernels": len(kernels) - tuned,
-        "untuned_workloads": len(untuned_workloads),
-        "kernels": [
-            {
-                "symbol": c.symbol,
-                "op": graph.node(nid).op,
-                **({"device": c.device} if target.kind != "llvm" else {}),
-                "args": [a.to_json() for a in c.args],
-                **({"guard": [[*a.to_json(), p] for a, p in c.guard]} if c.guard else {}),
-                "workload": workload_key(graph.node(nid).op, _in_types(graph, nid), graph.node(nid).attr),
-                **({"algorithm": kernels[nid].spec.algorithm} if kernels[nid].spec.algorithm else {}),
-                **({"config": kernels[nid].config} if kernels[nid].config is not None else {}),
-            }
-            for c, nid in zip(calls, kernels, strict=True)
-        ],
-        "copies": [{"dst": c.dst.to_json(), "src": c.src.to_json(), "bytes": c.nbytes} for c in copies],
+        "untuned_kernels": len(entries) - tuned,
+        "untuned_workloads": len(untuned_workloads) + in_bodies,
+        "kernels": entries,
+        "copies": [{"dst": c.dst.to_json(), "src": c.src.to_json(), "bytes": c.nbytes} for c in bound.copies],
+        **({"loops": [s.to_json() for s in bound.loops]} if bound.loops else {}),
+    }
+
+
+def _kernel_entry(
+    graph: Graph, target: Target, kernels: Mapping[int, _Kernel], c: KernelCall, nid: int
+) -> dict:
+    """The manifest's entry of one kernel call of node `nid`."""
+    node, kern = graph.node(nid), kernels[nid]
+    return {
+        "symbol": c.symbol,
+        "op": node.op,
+        **({"device": c.device} if target.kind != "llvm" else {}),
+        "args": [a.to_json() for a in c.args],
+        **({"guard": [[*a.to_json(), p] for a, p in c.guard]} if c.guard else {}),
+        "workload": workload_key(node.op, _in_types(graph, nid), node.attr),
+        **({"algorithm": kern.spec.algorithm} if kern.spec.algorithm else {}),
+        **({"config": kern.config} if kern.config is not None else {}),
     }

@@ -47,7 +47,7 @@ def entry_module_ir(build: Build, embedded: bool) -> str:
     t = build.target
     layout = str(target_machine(t).target_data)
     sizes = (build.workspace, len(build.weights))
-    return entry_ir(t.triple, layout, build.calls, build.copies, *sizes, embedded)
+    return entry_ir(t.triple, layout, build.calls, build.copies, *sizes, embedded, build.loops)
 
 
 def _entry_object(build: Build, embedded: bool) -> bytes:

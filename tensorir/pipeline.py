@@ -59,6 +59,7 @@ from tensorir.compiler import (
     optimize_kernels,
     scratch_sizes,
 )
+from tensorir.compiler_loop import LoopKernel
 from tensorir.errors import ModelError, TirError
 from tensorir.graph.graph import Graph
 from tensorir.graph.printer import print_graph
@@ -152,11 +153,13 @@ def compile_graph(
     layout_block: int | None = None,
     raw: bytes | None = None,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
+    symbol_prefix: str = "tir_",
 ) -> Build:
     """Compile an imported graph (any frontend) for `target`, as compile_model does from the
     graph passes on. `raw`: the model file's bytes, which name the model in the manifest and in
     the records' model-level key (default: the printed graph). `input_shapes`: the shapes given
-    at import, part of that key."""
+    at import, part of that key. `symbol_prefix` starts every kernel's symbol (a loop body's
+    kernels get their own: compiler_loop.py)."""
     target = get_target(target)
     for n in graph.graph_inputs():  # the reference interpreter runs them; compiled code cannot
         if graph.node(n).outputs[0].dtype == "object":
@@ -167,7 +170,7 @@ def compile_graph(
     block = layout_block or (lookup_config(records, model_key(raw, input_shapes)) or {}).get("layout_block")
     graph = optimize(graph, target=target, layout_block=block)
     with debug.stage("lowering") as st:
-        kernels = lower_kernels(graph, target, records)
+        kernels = lower_kernels(graph, target, records, symbol_prefix)
         st.result = _kernel_text(kernels)
     with debug.stage("loop passes") as st:
         kernels = optimize_kernels(kernels)
@@ -176,22 +179,39 @@ def compile_graph(
         plan = plan_memory(graph, scratch=scratch_sizes(kernels))
         st.result = plan.summary()
     with debug.stage("bind") as st:
-        calls, copies, binder = bind_plan(graph, kernels, plan)
-        st.result = "\n".join(
-            f"{c.symbol}({', '.join(f'{a.kind}:{a.index}' for a in c.args)})" for c in calls
-        )
+        bound = bind_plan(graph, kernels, plan)
+        st.result = _bound_text(bound)
+    funcs, ops, nodes = [], [], []
+    for nid, k in kernels.items():  # a loop's body kernels stand where its node does
+        body = k.body if isinstance(k, LoopKernel) else None
+        funcs += body.kernels if body else [k.func]
+        ops += body.ops if body else [graph.node(nid).op]
+        nodes += [nid] * len(body.kernels) if body else [nid]
     return Build(
         graph=graph,
         target=target,
-        kernels=[k.func for k in kernels.values()],
-        calls=calls,
-        copies=copies,
-        ops=[graph.node(n).op for n in kernels],
+        kernels=funcs,
+        calls=bound.calls,
+        copies=bound.copies,
+        ops=ops,
         workspace=plan.workspace,
-        weights=binder.weights.blob(),
-        manifest=make_manifest(raw, graph, target, kernels, calls, copies, plan, binder, block),
-        nodes=list(kernels),
+        weights=bound.binder.weights.blob(),
+        manifest=make_manifest(raw, graph, target, kernels, bound, plan, block),
+        nodes=nodes,
+        loops=bound.loops,
     )
+
+
+def _bound_text(bound: Any) -> str:
+    """The bind stage's text: one line per call, a loop's calls indented under `loop`."""
+    lines = [f"{c.symbol}({', '.join(_arg_text(a) for a in c.args)})" for c in bound.calls]
+    for s in sorted(bound.loops, key=lambda s: (-s.first, s.end)):
+        lines[s.first : s.end] = ["  " + line for line in lines[s.first : s.end]]
+    for s in sorted(bound.loops, key=lambda s: (-s.first, s.end - s.first)):  # inner ones first
+        lines.insert(
+            s.first, f"loop while iter:{s.iter.index} < {_arg_text(s.trip)} and {_arg_text(s.cond_state)}:"
+        )
+    return "\n".join(lines)
 
 
 def _arg_text(a: Any) -> str:
@@ -199,7 +219,10 @@ def _arg_text(a: Any) -> str:
 
 
 def _kernel_text(kernels: Mapping[int, Any]) -> str:
-    return "\n\n".join(str(k.func) for k in kernels.values())
+    return "\n\n".join(
+        f"loop body: {len(k.body.kernels)} kernels" if isinstance(k, LoopKernel) else str(k.func)
+        for k in kernels.values()
+    )
 
 
 def write_build(build: Build, out: Path, weights: str = "embedded") -> Path:

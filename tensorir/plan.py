@@ -55,6 +55,33 @@ class Copy:
 
 
 @dataclass(frozen=True)
+class LoopSpan:
+    """Calls [first, end) of the plan run as a loop (ops/loop.py): before it, `enter` copies the
+    initial values into the state and `cond` into the byte `cond_state`, and the int64 `iter`
+    is set to 0; iteration i runs while i < the int64 at `trip` and `cond_state` is nonzero,
+    then `latch` copies the next state in and `iter` counts up. `guard`: the whole loop is
+    skipped unless each bool byte equals its polarity (as KernelCall.guard)."""
+
+    first: int
+    end: int
+    trip: Arg
+    cond: Arg
+    iter: Arg
+    cond_state: Arg
+    enter: tuple[Copy, ...]
+    latch: tuple[Copy, ...]
+    guard: tuple[tuple[Arg, bool], ...] = ()
+
+    def to_json(self) -> dict:
+        copies = {
+            k: [[c.dst.to_json(), c.src.to_json(), c.nbytes] for c in getattr(self, k)]
+            for k in ("enter", "latch")
+        }
+        args = {k: getattr(self, k).to_json() for k in ("trip", "cond", "iter", "cond_state")}
+        return {"first": self.first, "end": self.end, **args, **copies}
+
+
+@dataclass(frozen=True)
 class ImageParam:
     """Kernel parameter `index` is a read-only `image2d_t` of `width` x `height` RGBA texels,
     channel type "float" (CL_FLOAT) or "half" (CL_HALF_FLOAT), made from the argument's

@@ -7,7 +7,8 @@
     const void *tir_weights(tir_model *m);
     void       tir_set_num_threads(int32_t n);          // from the parallel runtime
 
-`tir_run` calls every kernel in order; each kernel argument is an input, an output, a
+`tir_run` calls every kernel in order (a loop's calls again and again: plan.LoopSpan, a
+`for` around them with the latch copies at its end); each kernel argument is an input, an output, a
 byte offset into the weights, or a byte offset into the one workspace the memory plan
 laid out. Graph outputs that are not written by a kernel (a view of an input, ...) are
 copied at the end. Only libc is used: malloc, free, fopen, fread, fclose, memcpy.
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tensorir.plan import Arg, Copy, KernelCall
+from tensorir.plan import Arg, Copy, KernelCall, LoopSpan
 
 ENTRY_LIBC_SYMBOLS = ("malloc", "free", "fopen", "fread", "fclose", "memcpy")
 ALIGN = 64
@@ -137,6 +138,7 @@ class _RunBuilder:
     def __init__(self) -> None:
         self.lines: list[str] = []
         self.n = 0
+        self.loops = 0
         self.cache: dict[Arg, str] = {}
 
     def tmp(self) -> str:
@@ -159,16 +161,22 @@ class _RunBuilder:
         return t
 
 
-def _guarded(b: _RunBuilder, c: KernelCall, k: int) -> None:
-    """The call, run only when every guard byte equals its polarity: a branch around it."""
+def _guard_bit(b: _RunBuilder, guard: Sequence[tuple[Arg, bool]]) -> str:
+    """An i1 that holds when every guard byte equals its polarity."""
     ok = "true"
-    for flag, polarity in c.guard:
+    for flag, polarity in guard:
         byte, bit, hit = b.tmp(), b.tmp(), b.tmp()
         b.lines.append(f"  {byte} = load i8, ptr {b.ptr(flag)}")
         b.lines.append(f"  {bit} = icmp {'ne' if polarity else 'eq'} i8 {byte}, 0")
         b.lines.append(f"  {hit} = and i1 {ok}, {bit}")
         ok = hit
-    args = ", ".join(f"ptr {b.ptr(a)}" for a in c.args)  # before the branch: later calls reuse them
+    return ok
+
+
+def _guarded(b: _RunBuilder, c: KernelCall, k: int) -> None:
+    """The call, run only when every guard byte equals its polarity: a branch around it."""
+    ok = _guard_bit(b, c.guard)
+    args = ", ".join(f"ptr {b.ptr(a)}" for a in c.args)
     b.lines.append(f"  br i1 {ok}, label %run{k}, label %skip{k}")
     b.lines.append(f"run{k}:")
     b.lines.append(f"  call void @{c.symbol}({args})")
@@ -176,17 +184,95 @@ def _guarded(b: _RunBuilder, c: KernelCall, k: int) -> None:
     b.lines.append(f"skip{k}:")
 
 
-def _run(calls: Sequence[KernelCall], copies: Sequence[Copy]) -> str:
+def _call(b: _RunBuilder, c: KernelCall, k: int) -> None:
+    if c.guard:
+        _guarded(b, c, k)
+        return
+    args = ", ".join(f"ptr {b.ptr(a)}" for a in c.args)
+    b.lines.append(f"  call void @{c.symbol}({args})")
+
+
+def _copy(b: _RunBuilder, c: Copy) -> None:
+    dst, src = b.ptr(c.dst), b.ptr(c.src)
+    b.lines.append(f"  call void @llvm.memcpy.p0.p0.i64(ptr {dst}, ptr {src}, i64 {c.nbytes}, i1 false)")
+
+
+def _every_arg(calls: Sequence[KernelCall], copies: Sequence[Copy], loops: Sequence[LoopSpan]) -> list[Arg]:
+    args = [a for c in calls for a in (*c.args, *(f for f, _ in c.guard))]
+    for s in loops:
+        args += [s.trip, s.cond, s.iter, s.cond_state, *(f for f, _ in s.guard)]
+        copies = [*copies, *s.enter, *s.latch]
+    return args + [a for c in copies for a in (c.dst, c.src)]
+
+
+def _nest(loops: Sequence[LoopSpan]) -> dict[LoopSpan | None, list[LoopSpan]]:
+    """Each loop's loops directly inside it (None: the top level); `loops` lists a loop
+    before the loops inside it."""
+    children: dict[LoopSpan | None, list[LoopSpan]] = {None: []}
+    stack: list[LoopSpan] = []
+    for s in loops:
+        while stack and not (stack[-1].first <= s.first and s.end <= stack[-1].end):
+            stack.pop()
+        children[stack[-1] if stack else None].append(s)
+        children[s] = []
+        stack.append(s)
+    return children
+
+
+def _emit(
+    b: _RunBuilder, calls: Sequence[KernelCall], lo: int, hi: int, inner: list[LoopSpan], nest: dict
+) -> None:
+    """Calls [lo, hi), the loops in `inner` (sorted by start) run as loops."""
+    k = lo
+    for s in sorted(inner, key=lambda s: s.first):
+        for j in range(k, s.first):
+            _call(b, calls[j], j)
+        _loop(b, calls, s, nest)
+        k = s.end
+    for j in range(k, hi):
+        _call(b, calls[j], j)
+
+
+def _loop(b: _RunBuilder, calls: Sequence[KernelCall], s: LoopSpan, nest: dict) -> None:
+    """for (iter = 0; iter < trip && cond_state; iter++) { calls; latch copies }"""
+    tag = f"L{b.loops}"
+    b.loops += 1
+    if s.guard:
+        b.lines.append(f"  br i1 {_guard_bit(b, s.guard)}, label %{tag}e, label %{tag}x")
+        b.lines.append(f"{tag}e:")
+    for c in s.enter:
+        _copy(b, c)
+    b.lines.append(f"  store i64 0, ptr {b.ptr(s.iter)}")
+    b.lines.append(f"  br label %{tag}h")
+    i, trip, cond, more, live, go = (b.tmp() for _ in range(6))
+    b.lines.append(f"{tag}h:")
+    b.lines.append(f"  {i} = load i64, ptr {b.ptr(s.iter)}")
+    b.lines.append(f"  {trip} = load i64, ptr {b.ptr(s.trip)}")
+    b.lines.append(f"  {cond} = load i8, ptr {b.ptr(s.cond_state)}")
+    b.lines.append(f"  {more} = icmp slt i64 {i}, {trip}")
+    b.lines.append(f"  {live} = icmp ne i8 {cond}, 0")
+    b.lines.append(f"  {go} = and i1 {more}, {live}")
+    b.lines.append(f"  br i1 {go}, label %{tag}b, label %{tag}x")
+    b.lines.append(f"{tag}b:")
+    _emit(b, calls, s.first, s.end, nest[s], nest)
+    for c in s.latch:
+        _copy(b, c)
+    now, nxt = b.tmp(), b.tmp()
+    b.lines.append(f"  {now} = load i64, ptr {b.ptr(s.iter)}")
+    b.lines.append(f"  {nxt} = add i64 {now}, 1")
+    b.lines.append(f"  store i64 {nxt}, ptr {b.ptr(s.iter)}")
+    b.lines.append(f"  br label %{tag}h")
+    b.lines.append(f"{tag}x:")
+
+
+def _run(calls: Sequence[KernelCall], copies: Sequence[Copy], loops: Sequence[LoopSpan] = ()) -> str:
     b = _RunBuilder()
-    for k, c in enumerate(calls):
-        if c.guard:
-            _guarded(b, c, k)
-            continue
-        args = ", ".join(f"ptr {b.ptr(a)}" for a in c.args)
-        b.lines.append(f"  call void @{c.symbol}({args})")
+    for a in _every_arg(calls, copies, loops):  # every pointer in the entry block: loops jump back
+        b.ptr(a)
+    nest = _nest(loops)
+    _emit(b, calls, 0, len(calls), nest[None], nest)
     for c in copies:
-        dst, src = b.ptr(c.dst), b.ptr(c.src)
-        b.lines.append(f"  call void @llvm.memcpy.p0.p0.i64(ptr {dst}, ptr {src}, i64 {c.nbytes}, i1 false)")
+        _copy(b, c)
     body = "\n".join(b.lines)
     return f"""
 define i32 @tir_run(ptr %m, ptr %inputs, ptr %outputs) {{
@@ -206,8 +292,10 @@ def entry_ir(
     workspace: int,
     weights: int,
     embedded: bool,
+    loops: Sequence[LoopSpan] = (),
 ) -> str:
-    """LLVM IR text of the entry module (kernels are declared, defined in their own object)."""
+    """LLVM IR text of the entry module (kernels are declared, defined in their own object);
+    `loops`: spans of `calls` run as loops."""
     decls = sorted({f"declare void @{c.symbol}({', '.join(['ptr'] * len(c.args))})" for c in calls})
     extern = "@_binary_weights_bin_start = external global i8\n" if embedded else ""
     return "\n".join(
@@ -219,6 +307,6 @@ def entry_ir(
             _READ_WEIGHTS if not embedded else "",
             *decls,
             _create(workspace, weights, embedded),
-            _run(calls, copies),
+            _run(calls, copies, loops),
         ]
     )

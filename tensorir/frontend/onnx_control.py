@@ -1,15 +1,16 @@
 """If, Loop and Scan: their subgraphs imported into the graph IR, unrolled.
 
-tensorir compiles static shapes, so the control flow is resolved at import:
+Control flow is resolved at import where it can be:
 
 - If: a condition known at compile time imports the taken branch only; one computed at
   run time imports both branches and selects each output with `where` (both branches
   must give outputs of one shape and dtype: a value's shape cannot depend on run time).
-- Loop: the iterations are imported one after the other (at most MAX_ITERATIONS), with
-  the iteration number a constant. The trip count must be known at compile time; a
-  condition computed at run time masks the loop-carried values of the iterations after it
-  turns false (`where`), which is exact, and is refused when the loop has scan outputs
-  (their length would depend on run time).
+- Loop with a trip count known at compile time (at most MAX_ITERATIONS): the iterations
+  are imported one after the other, with the iteration number a constant; a condition
+  computed at run time guards the iterations after it and masks their carried values
+  (`where`), and is refused when the loop has scan outputs (their length would depend on
+  run time). A trip count known only at run time (or none, or above MAX_ITERATIONS) makes
+  one `loop` node that the generated entry runs as a loop (frontend/onnx_loop.py).
 - Scan (opset 9+): the sequence is sliced along each scan input's axis (static), the
   body imported once per step, the scan outputs stacked along their axes.
 
@@ -28,6 +29,7 @@ import onnx.numpy_helper
 
 from tensorir.errors import ModelError
 from tensorir.frontend.onnx import ImportContext, convert_node, converter, node_label
+from tensorir.frontend.onnx_loop import runtime_loop
 from tensorir.frontend.structured import Opt, Seq
 from tensorir.graph.graph import Value
 
@@ -174,13 +176,15 @@ def _check_count(node: onnx.NodeProto, n: int, what: str) -> None:
 @converter("Loop")
 def loop(ctx: ImportContext, node: onnx.NodeProto) -> list[Value]:
     body = _body(node)
-    trips = ctx.const_input(node, 0, "trip count M") if ctx.has_input(node, 0) else None
-    if trips is None:
-        raise ModelError(f"{node_label(node)}: the trip count M must be known at compile time")
-    trips = int(np.asarray(trips).reshape(()))
-    _check_count(node, trips, "iterations")
-    cond = ctx.input(node, 1) if ctx.has_input(node, 1) else ctx.const(np.array(True))
+    m = ctx.input(node, 0) if ctx.has_input(node, 0) else None
+    trips = ctx.const_value(m) if m is not None else None
     carried = [ctx.values[n] for n in node.input[2:]]
+    c = ctx.input(node, 1) if ctx.has_input(node, 1) else None
+    never = c is not None and _truth(ctx, c) is False
+    if not never and (trips is None or int(np.asarray(trips).reshape(())) > MAX_ITERATIONS):
+        return runtime_loop(ctx, node, m, c, carried)  # a loop in the generated entry
+    trips = 0 if trips is None else int(np.asarray(trips).reshape(()))
+    cond = ctx.input(node, 1) if ctx.has_input(node, 1) else ctx.const(np.array(True))
     n_scan = len(body.output) - 1 - len(carried)
     scans: list[list[Value]] = []
     active: Value | None = None  # the run-time condition, once the loop has one

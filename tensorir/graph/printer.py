@@ -51,6 +51,11 @@ def _ret(names: dict[int, str], g: Graph, name: str, v: Value) -> str:
     return text
 
 
+def _body_text(body: object) -> list[str]:
+    """A loop body (ops/loop.py LoopBody), printed under its node."""
+    return f"{body} = {print_graph(body.graph)}".splitlines()
+
+
 def print_graph(g: Graph, constants: bool = True) -> str:
     names = _names(g)
     params = ", ".join(f"{names[n]}: {g.node(n).outputs[0]}" for n in g.graph_inputs())
@@ -70,6 +75,7 @@ def print_graph(g: Graph, constants: bool = True) -> str:
         types = ", ".join(str(t) for t in node.outputs)
         when = "".join(f" {'when' if p else 'unless'} {_ref(names, g, f)}" for f, p in g.guards.get(nid, ()))
         lines.append(f"  {names[nid]} = {node.op}({args}){attrs} : {types}{when}")
+        lines += [f"    {line}" for _, a in node.attrs if hasattr(a, "graph") for line in _body_text(a)]
     rets = ", ".join(_ret(names, g, n, v) for n, v in g.outputs)
     lines.append(f"  return {rets}")
     lines.append("}")

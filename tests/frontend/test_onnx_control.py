@@ -112,11 +112,14 @@ def test_loop_whose_stop_needs_run_time_values_and_has_scan_outputs_is_refused()
         from_onnx(_loop_model(with_scan=True, limit=30.0))
 
 
-def test_loop_without_a_compile_time_trip_count_is_refused():
-    node = helper.make_node("Loop", ["M", "", "s0"], ["s"], body=_loop_body(False))
+def test_loop_with_a_run_time_trip_count_and_scan_outputs_is_refused():
+    """A run-time trip count becomes a loop node (tests/e2e/test_runtime_loop.py); scan
+    outputs would then have a run-time length."""
+    node = helper.make_node("Loop", ["M", "", "s0"], ["s", "stack"], body=_loop_body(True, False))
     inits = [helper.make_tensor("limit", F, [], [1.0])]
-    model = _model([node], [_vi("M", TensorProto.INT64, []), _vi("s0"), _vi("x")], [_vi("s")], inits=inits)
-    with pytest.raises(ModelError, match=r"node 's' \(Loop\): .*trip count M.* must be a constant"):
+    outs = [_vi("s"), _vi("stack", shape=(5, 2, 3))]
+    model = _model([node], [_vi("M", TensorProto.INT64, []), _vi("s0"), _vi("x")], outs, inits=inits)
+    with pytest.raises(ModelError, match=r"node 's' \(Loop\): .*known only at run time .* 1 scan output"):
         from_onnx(model)
 
 
