@@ -208,9 +208,8 @@ def _bound_text(bound: Any) -> str:
     for s in sorted(bound.loops, key=lambda s: (-s.first, s.end)):
         lines[s.first : s.end] = ["  " + line for line in lines[s.first : s.end]]
     for s in sorted(bound.loops, key=lambda s: (-s.first, s.end - s.first)):  # inner ones first
-        lines.insert(
-            s.first, f"loop while iter:{s.iter.index} < {_arg_text(s.trip)} and {_arg_text(s.cond_state)}:"
-        )
+        head = f"loop while {_arg_text(s.iter)} < {_arg_text(s.trip)} and {_arg_text(s.cond_state)}:"
+        lines.insert(s.first, head)
     return "\n".join(lines)
 
 
