@@ -146,6 +146,8 @@ def _merge_divmod(terms: dict[Expr, int]) -> int:
         if not (isinstance(t, BinOp) and t.op == "//" and isinstance(t.b, Const)) or t not in terms:
             continue
         c, mod = t.b.value, BinOp("%", t.a, t.b)
+        if mod not in terms and _is_mod_multiple(t.a, c):  # (x%(c*n))//c*c + x%c -> x%(c*n)
+            mod = BinOp("%", t.a.a, t.b)
         k = terms.get(mod, 0)
         if isinstance(c, int) and c > 0 and k and terms[t] == k * c:
             del terms[t], terms[mod]
@@ -154,6 +156,20 @@ def _merge_divmod(terms: dict[Expr, int]) -> int:
                 terms[a] = terms.get(a, 0) + coeff * k
             added += cst * k
     return added
+
+
+def _is_mod_multiple(e: Expr, c: Any) -> bool:
+    """e is x % C with C a positive multiple of c (so e % c == x % c)."""
+    return (
+        isinstance(e, BinOp)
+        and e.op == "%"
+        and isinstance(e.b, Const)
+        and isinstance(c, int)
+        and c > 0
+        and isinstance(e.b.value, int)
+        and e.b.value > 0
+        and e.b.value % c == 0
+    )
 
 
 def _divmod(m: Match, is_div: bool) -> Expr | None:

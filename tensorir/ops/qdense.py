@@ -88,6 +88,10 @@ def qdense(
 ) -> np.ndarray:
     """The integer product and the float32 requantization of the module docstring."""
     wide = unpack_weights(w, n).astype(np.int64)
-    acc = (x.astype(np.int64) @ wide.T + bias).astype(np.int32)
-    y = np.rint(acc.astype(np.float32) * scale.astype(np.float32)) + np.float32(zero_point)
+    return requantize_ref(x.astype(np.int64) @ wide.T + bias, scale, zero_point, lo, hi)
+
+
+def requantize_ref(acc: np.ndarray, scale: np.ndarray, zero_point: int, lo: int, hi: int) -> np.ndarray:
+    """clip(round_even(float32(int32 acc) * scale) + zero_point, lo, hi) as uint8."""
+    y = np.rint(acc.astype(np.int32).astype(np.float32) * scale.astype(np.float32)) + np.float32(zero_point)
     return np.clip(y, lo, hi).astype(np.uint8)

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import tensorir.ops.qdense  # noqa: F401  (the reference registers the op first)
-from tensorir.loop.ir import Call
+from tensorir.loop.ir import Call, Expr
 from tensorir.ops.matmul_compute import schedule_matmul
 from tensorir.ops.nn_compute import const, load
 from tensorir.ops.qdense import BLOCK, QUAD
@@ -34,24 +34,32 @@ def schedule_qdense(s: Schedule, outputs: Sequence[Tensor], target: Target) -> N
         schedule_matmul(s, outputs, target)
 
 
+def dot4(acts: tuple, word: Expr) -> Expr:
+    """The dot4_u8s8 intrinsic (codegen/llvm_dot.py): four uint8 values by one int32 word."""
+    return Call("dot4_u8s8", (*acts, word), "int32")
+
+
+def requantize(acc: Expr, bias: Expr, scale: Expr, zero_point: int, lo: int, hi: int) -> Expr:
+    """clip(round_even(float32(acc + bias) * scale) + zero_point, lo, hi) as uint8."""
+    v = cast(acc + bias, "float32") * scale
+    v = call("round", v) + const(zero_point, "float32")
+    return cast(min_(max_(v, const(lo, "float32")), const(hi, "float32")), "uint8")
+
+
 @register_compute("qdense", schedule=schedule_qdense)
 def qdense_compute(
-    x: Tensor, w: Tensor, bias: Tensor, scale: Tensor, n: int, zero_point: int, lo: int, hi: int
+    x: Tensor, w: Tensor, bias: Tensor, scale: Tensor, *, n: int, zero_point: int, lo: int, hi: int
 ) -> Tensor:
     m, k = x.shape
     bt = compute((n, k // QUAD), lambda j, q: w[j // BLOCK, q, j % BLOCK], name="qdense_bt")
     kq = reduce_axis(k // QUAD, "kq")
-
-    def dot(i, j):
-        acts = tuple(x[i, kq * QUAD + t] for t in range(QUAD))
-        return sum_(Call("dot4_u8s8", (*acts, bt[j, kq]), "int32"), axis=kq)
-
-    acc = compute((m, n), dot, name="qdense_acc")
-
-    def requantize(i, j):
-        v = cast(load(acc, (i, j), "int32") + bias[j], "float32") * scale[j]
-        v = call("round", v) + const(zero_point, "float32")
-        v = min_(max_(v, const(lo, "float32")), const(hi, "float32"))
-        return cast(v, "uint8")
-
-    return compute((m, n), requantize, name="qdense")
+    acc = compute(
+        (m, n),
+        lambda i, j: sum_(dot4(tuple(x[i, kq * QUAD + t] for t in range(QUAD)), bt[j, kq]), axis=kq),
+        name="qdense_acc",
+    )
+    return compute(
+        (m, n),
+        lambda i, j: requantize(load(acc, (i, j), "int32"), bias[j], scale[j], zero_point, lo, hi),
+        name="qdense",
+    )

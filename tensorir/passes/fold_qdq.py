@@ -1,10 +1,10 @@
-"""fold_qdq: QDQ matrix products -> integer `qdense` (ops/qdense.py).
+"""fold_qdq: QDQ matrix products -> integer `qdense` / `qconv1x1` (ops/qdense.py, qconv.py).
 
 The ONNX frontend imports QuantizeLinear / DequantizeLinear as float arithmetic
 (frontend/onnx_quant.py). This pass runs on that form, first among the graph passes, and finds
 
     DQ(x: uint8) --.
-                    matmul / gemm --[+ bias]--[relu | clip]--> Q(uint8)
+                    matmul / gemm / 1x1 conv --[+ bias]--[relu | clip]--> Q(uint8)
     DQ(W: int8 constant, zero point 0, per tensor or per output column) --'
 
 with x's and y's scale and zero point per tensor, spelled as the importer writes them:
@@ -12,7 +12,8 @@ with x's and y's scale and zero point per tensor, spelled as the importer writes
     DQ(q)  = mul(sub(cast(q, float32), zp), scale)     (or mul(cast(q), scale) without zp)
     Q(y)   = cast(clip(add(round(div(y, scale)), zp), 0, 255), uint8)
 
-and replaces the Q's result by one qdense node (R = S (Q - Z) throughout):
+and replaces the Q's result by one qdense node (a pointwise conv: qconv1x1, same operands;
+R = S (Q - Z) throughout):
 
     qdense(x, pack(W), bias_q - x_zp * sum_k W[n, k], x_scale * w_scale[n] / y_scale)
         zero_point = y_zp, clip [max(0, Q(relu / clip min)), min(255, Q(clip max))]
@@ -25,12 +26,14 @@ as the float path: other dtypes, a float intermediate used twice, K not a multip
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
 from tensorir.graph.graph import Graph, Value
-from tensorir.ops.qdense import QUAD, pack_weights
+from tensorir.ops.qconv import pack_conv_weights
+from tensorir.ops.qdense import BLOCK, QUAD, pack_weights
 from tensorir.ops.registry import get_op
 from tensorir.passes import add_op, replace, rewrite, single_use
 
@@ -39,7 +42,7 @@ _CONST_OPS = ("reshape", "cast", "expand", "slice", "unsqueeze")
 
 def fold_qdq(g: Graph) -> bool:
     """Rewrite every matched QDQ matrix product into qdense; True if any was."""
-    return rewrite(g, [("cast", _fold_dense)])
+    return rewrite(g, [("cast", _fold)])
 
 
 # ---- matching --------------------------------------------------------------------------
@@ -129,19 +132,21 @@ def _activation(g: Graph, y: Value, scale: float, zp: int) -> tuple[Value, int, 
     return g.inputs_of(y.node)[0], lo, hi
 
 
-def _weights(g: Graph, v: Value, trans: bool) -> tuple[np.ndarray, np.ndarray] | None:
-    """(W int8 (N, K), w_scale (N,)) of a DQ'd constant right operand ((K, N), or (N, K))."""
+def _weights(g: Graph, v: Value, kind: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """(W int8 (N, K), w_scale (N,)) of a DQ'd constant operand laid out as `kind` says:
+    "kn" (matmul's right operand), "nk" (gemm's with trans_b), "conv" ((Cout, C, 1, 1))."""
     dq = dequant(g, v)
     if dq is None:
         return None
     q, scale, zp = dq
     w = const_value(g, q)
-    if w is None or w.dtype != np.int8 or w.ndim != 2 or np.any(zp):
+    if w is None or w.dtype != np.int8 or np.any(zp) or (w.ndim != 2 and kind != "conv"):
         return None
-    w = w if trans else w.T
-    s = np.broadcast_to(scale, w.shape if trans else w.T.shape)
-    s = s if trans else s.T
-    if np.any(s != s[:, :1]):  # not one scale per output column
+    s = np.broadcast_to(scale, w.shape)
+    if kind == "kn":
+        w, s = w.T, s.T
+    w, s = w.reshape(w.shape[0], -1), s.reshape(w.shape[0], -1)
+    if np.any(s != s[:, :1]):  # not one scale per output column / channel
         return None
     return np.ascontiguousarray(w), np.ascontiguousarray(s[:, 0])
 
@@ -162,7 +167,7 @@ def _bias(g: Graph, v: Value, acc_scale: np.ndarray) -> np.ndarray | None:
 
 
 # ---- the rewrite ---------------------------------------------------------------------
-def _fold_dense(g: Graph, nid: int) -> bool:
+def _fold(g: Graph, nid: int) -> bool:
     qy = quant(g, nid)
     if qy is None:
         return False
@@ -173,12 +178,12 @@ def _fold_dense(g: Graph, nid: int) -> bool:
     bias_v = None
     if g.node(y.node).op == "add" and single_use(g, y):
         y, bias_v = g.inputs_of(y.node)
-    anchor = g.node(y.node)
-    if not single_use(g, y) or not _plain_product(anchor, g.inputs_of(y.node)):
-        return False
     ins = g.inputs_of(y.node)
+    kind = _anchor_kind(g, y)
+    if not single_use(g, y) or kind is None:
+        return False
     x = dequant(g, ins[0])
-    wts = _weights(g, ins[1], bool(anchor.attr.get("trans_b", 0)))
+    wts = _weights(g, ins[1], kind)
     if x is None or wts is None or g.type_of(x[0]).dtype != "uint8" or x[1].size != 1 or x[2].size != 1:
         return False
     if len(ins) == 3:
@@ -194,27 +199,40 @@ def _fold_dense(g: Graph, nid: int) -> bool:
     if np.any(np.abs(bias) >= 2**31):
         return False
     mult = (acc_scale / np.float32(y_scale)).astype(np.float32)
-    attrs = {"n": w.shape[0], "zero_point": y_zp, "lo": lo, "hi": hi}
-    return replace(g, nid, [_qdense(g, xq, w, bias.astype(np.int32), mult, attrs)])
+    attrs = {"zero_point": y_zp, "lo": lo, "hi": hi}
+    emit = _qconv1x1 if kind == "conv" else _qdense
+    return replace(g, nid, [emit(g, xq, w, bias.astype(np.int32), mult, attrs)])
 
 
-def _plain_product(anchor: Any, ins: list[Value]) -> bool:
-    """matmul, or gemm without scaling or a transposed left operand."""
-    if anchor.op == "matmul":
-        return len(ins) == 2
-    if anchor.op != "gemm":
-        return False
+def _anchor_kind(g: Graph, y: Value) -> str | None:
+    """How the product making `y` holds its weights (see _weights), None if not foldable:
+    matmul, gemm without scaling or a transposed left operand, a pointwise 2-D conv."""
+    anchor, ins = g.node(y.node), g.inputs_of(y.node)
     a = anchor.attr
-    return a.get("alpha", 1.0) == 1.0 and a.get("beta", 1.0) == 1.0 and not a.get("trans_a", 0)
+    if anchor.op == "matmul" and len(ins) == 2:
+        return "kn"
+    if anchor.op == "gemm" and a.get("alpha", 1.0) == 1.0 and a.get("beta", 1.0) == 1.0:
+        return None if a.get("trans_a", 0) else ("nk" if a.get("trans_b", 0) else "kn")
+    if anchor.op != "conv" or g.type_of(ins[1]).shape[2:] != (1, 1) or a.get("group", 1) != 1:
+        return None
+    plain = {"strides": (1, 1), "pads": (0, 0, 0, 0), "dilations": (1, 1)}
+    return "conv" if all(tuple(a.get(k, v)) == v for k, v in plain.items()) else None
 
 
 def _qdense(g: Graph, xq: Value, w: np.ndarray, bias: np.ndarray, mult: np.ndarray, attrs: dict) -> Value:
     """qdense on x flattened to (M, K), reshaped back to x's leading dims."""
     shape = g.type_of(xq).shape
-    k = shape[-1]
-    x2 = xq if len(shape) == 2 else add_op(g, "reshape", [xq], {"shape": (int(np.prod(shape[:-1])), k)})
+    x2 = xq if len(shape) == 2 else add_op(g, "reshape", [xq], {"shape": (math.prod(shape[:-1]), shape[-1])})
     consts = [g.add_const(pack_weights(w)), g.add_const(bias), g.add_const(mult)]
-    y = add_op(g, "qdense", [x2, *consts], attrs)
+    y = add_op(g, "qdense", [x2, *consts], {"n": w.shape[0], **attrs})
     if len(shape) == 2:
         return y
     return add_op(g, "reshape", [y], {"shape": (*shape[:-1], w.shape[0])})
+
+
+def _qconv1x1(g: Graph, xq: Value, w: np.ndarray, bias: np.ndarray, mult: np.ndarray, attrs: dict) -> Value:
+    """Pixels vectorized where a map has whole vectors of them, else output channels."""
+    pixels = math.prod(g.type_of(xq).shape[2:])
+    vector = "channels" if pixels % BLOCK and w.shape[0] % BLOCK == 0 else "pixels"
+    consts = [g.add_const(pack_conv_weights(w, vector)), g.add_const(bias), g.add_const(mult)]
+    return add_op(g, "qconv1x1", [xq, *consts], {"vector": vector, **attrs})

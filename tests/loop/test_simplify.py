@@ -62,6 +62,8 @@ f32 = "float32"
         ((i * 8 + j) // 4 // 2, "i"),  # (x//a)//b -> x//(a*b)
         ((n % 16) % 4, "n%4"),
         ((n + 1) // 6 * 6 + (n + 1) % 6 + j, "n + j + 1"),  # (x//c)*c + x%c -> x
+        (n % 49 // 7 * 7 + n % 7, "n%49"),  # (x%(c*k))//c*c + x%c -> x%(c*k)
+        (n % 50 // 7 * 7 + n % 7, "n%50//7*7 + n%7"),  # 7 does not divide 50: kept
         (n // 1, "n"),
         (n % 1, "0"),
         (BinOp("min", i, j + 4), "i"),  # min/max of provable ranges

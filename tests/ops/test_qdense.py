@@ -1,6 +1,7 @@
-"""qdense (ops/qdense.py): the integer kernel against its numpy reference, bit-exact, on the
-host (AVX-512 VNNI when the CPU has it), on x86-64 without VNNI (the widening fallback), and
-on linux-arm64 under qemu; `vpdpbusd` in the assembly exactly when the target has VNNI."""
+"""qdense (ops/qdense.py) and qconv1x1 (ops/qconv.py): the integer kernels against their numpy
+references, bit-exact, on the host (AVX-512 VNNI when the CPU has it), on x86-64 without VNNI
+(the widening fallback), and on linux-arm64 under qemu; `vpdpbusd` in the assembly exactly
+when the target has VNNI."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from tensorir.codegen import emit_assembly
 from tensorir.codegen.link import run_arm64
 from tensorir.graph.types import TensorType
 from tensorir.ops.kernel import op_kernel, run_op, scratch_arrays
+from tensorir.ops.qconv import pack_conv_weights
 from tensorir.ops.qdense import pack_weights, unpack_weights
 from tensorir.ops.registry import get_op
 from tensorir.target import get_target
@@ -56,23 +58,62 @@ def test_kernel_is_bit_exact(target, shape):
     np.testing.assert_array_equal(got, want)
 
 
+def _conv_case(n: int, c: int, hw: tuple[int, int], cout: int, vector: str) -> tuple[list[np.ndarray], dict]:
+    x = RNG.integers(0, 256, (n, c, *hw), dtype=np.uint8)
+    w = RNG.integers(-128, 128, (cout, c), dtype=np.int8)
+    bias = RNG.integers(-20000, 20000, cout).astype(np.int32)
+    scale = (RNG.random(cout) * 4e-4 + 1e-4).astype(np.float32)
+    attrs = {"vector": vector, "zero_point": int(RNG.integers(0, 256)), "lo": 5, "hi": 250}
+    return [x, pack_conv_weights(w, vector), bias, scale], attrs
+
+
+def test_conv_reference_is_the_pointwise_integer_conv():
+    for vector in ("pixels", "channels"):
+        ins, attrs = _conv_case(2, 8, (3, 5), 20, vector)
+        x, _, bias, scale = ins
+        w = RNG.integers(-128, 128, (20, 8), dtype=np.int8)
+        ins[1] = pack_conv_weights(w, vector)
+        acc = np.einsum("oc,nchw->nohw", w.astype(np.int64), x.astype(np.int64)) + bias[:, None, None]
+        y = np.rint(acc.astype(np.float32) * scale[:, None, None]) + attrs["zero_point"]
+        want = np.clip(y, 5, 250).astype(np.uint8)
+        assert np.array_equal(get_op("qconv1x1").run_reference(ins, attrs)[0], want)
+
+
+@pytest.mark.parametrize("target", ["host", "x86_64-v3"])
+@pytest.mark.parametrize(
+    ("shape", "vector"),
+    [((1, 24, (8, 8), 40), "pixels"), ((2, 16, (7, 7), 24), "pixels"), ((1, 32, (7, 7), 48), "channels")],
+)
+def test_conv_kernel_is_bit_exact(target, shape, vector):
+    ins, attrs = _conv_case(*shape, vector)
+    want = get_op("qconv1x1").run_reference(ins, attrs)[0]
+    np.testing.assert_array_equal(run_op("qconv1x1", ins, attrs, target=target)[0], want)
+
+
 def _types(m: int, k: int, n: int) -> list[TensorType]:
     ins, _ = _case(m, k, n)
     return [TensorType.of(a) for a in ins]
 
 
-def test_vpdpbusd_exactly_with_vnni():
-    attrs = {"n": 64, "zero_point": 0, "lo": 0, "hi": 255}
-    with_vnni = emit_assembly(op_kernel("qdense", _types(16, 64, 64), attrs, VNNI), VNNI)
-    without = emit_assembly(op_kernel("qdense", _types(16, 64, 64), attrs, "x86_64-v4"), "x86_64-v4")
-    assert re.search(r"vpdpbusd\s+%zmm", with_vnni)
+@pytest.mark.parametrize("case", ["qdense", "qconv1x1 pixels", "qconv1x1 channels"])
+def test_vpdpbusd_exactly_with_vnni(case):
+    op, _, vector = case.partition(" ")
+    if op == "qdense":
+        types, attrs = _types(16, 64, 64), {"n": 64, "zero_point": 0, "lo": 0, "hi": 255}
+    else:
+        ins, attrs = _conv_case(1, 32, (8, 8) if vector == "pixels" else (7, 7), 64, vector)
+        types = [TensorType.of(a) for a in ins]
+    with_vnni = emit_assembly(op_kernel(op, types, attrs, VNNI), VNNI)
+    without = emit_assembly(op_kernel(op, types, attrs, "x86_64-v4"), "x86_64-v4")
+    assert re.search(r"vpdpbusd\s[^\n]*%zmm", with_vnni)
     assert "vpdpbusd" not in without and "vpmaddwd" in without  # the widening fallback
 
 
 @pytest.mark.arm64
-def test_arm64_fallback_under_qemu():
-    ins, attrs = _case(6, 32, 24, lo=3)
-    func = op_kernel("qdense", [TensorType.of(a) for a in ins], attrs, "linux-arm64")
-    out = np.empty((6, 24), np.uint8)
-    got = run_arm64(func, [*ins, out, *scratch_arrays(func)])[len(ins)]
-    np.testing.assert_array_equal(got, get_op("qdense").run_reference(ins, attrs)[0])
+@pytest.mark.parametrize("op", ["qdense", "qconv1x1"])
+def test_arm64_fallback_under_qemu(op):
+    ins, attrs = _case(6, 32, 24, lo=3) if op == "qdense" else _conv_case(1, 16, (4, 4), 24, "pixels")
+    func = op_kernel(op, [TensorType.of(a) for a in ins], attrs, "linux-arm64")
+    want = get_op(op).run_reference(ins, attrs)[0]
+    got = run_arm64(func, [*ins, np.empty_like(want), *scratch_arrays(func)])[len(ins)]
+    np.testing.assert_array_equal(got, want)

@@ -79,6 +79,25 @@ def _gemm_model(tmp: Path) -> onnx.ModelProto:
     return _quantized(tmp, nodes, inits, (5, 32), (5, 20))
 
 
+def _conv_model(tmp: Path) -> onnx.ModelProto:
+    """Pointwise conv + relu (folded), 3x3 conv (float path), pointwise conv (folded)."""
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"]),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["c2", "w3", "b3"], ["y"]),
+    ]
+    inits = {
+        "w1": RNG.standard_normal((24, 16, 1, 1)) / 4,
+        "b1": RNG.standard_normal(24),
+        "w2": RNG.standard_normal((16, 24, 3, 3)) / 12,
+        "b2": RNG.standard_normal(16),
+        "w3": RNG.standard_normal((20, 16, 1, 1)) / 4,
+        "b3": RNG.standard_normal(20),
+    }
+    return _quantized(tmp, nodes, inits, (2, 16, 7, 9), (2, 20, 7, 9))
+
+
 def _output_step(model: onnx.ModelProto) -> float:
     """The scale of the last DequantizeLinear (the graph output's quantization step)."""
     dq = [n for n in model.graph.node if n.op_type == "DequantizeLinear" and n.output[0] == "y"]
@@ -86,12 +105,16 @@ def _output_step(model: onnx.ModelProto) -> float:
     return float(inits[dq[0].input[1]])
 
 
-@pytest.mark.parametrize("make", [_matmul_model, _gemm_model])
+FOLDED = {"_matmul_model": ("qdense(", 1), "_gemm_model": ("qdense(", 2), "_conv_model": ("qconv1x1(", 2)}
+
+
+@pytest.mark.parametrize("make", [_matmul_model, _gemm_model, _conv_model])
 def test_compiled_qdq_model_matches_onnxruntime_within_one_step(tmp_path, make):
     model = make(tmp_path)
     shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
     folded = print_graph(optimize(from_onnx(model), fuse=False, layout=False))
-    assert folded.count("qdense(") == (2 if make is _gemm_model else 1)
+    op, count = FOLDED[make.__name__]
+    assert folded.count(op) == count
     mod = tir.compile(model)
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     step = _output_step(model)
