@@ -29,6 +29,7 @@ def compile(  # noqa: A001 - the public name the design promises
     weights: str = "embedded",
     layout_block=None,
     signature: str = "serving_default",
+    precision: str = "fp32",
 ):
     """Compile a model (an ONNX path or onnx.ModelProto; a TensorFlow SavedModel folder, frozen
     .pb, .keras / .h5 or .tflite path) to a native library; returns it loaded by
@@ -37,13 +38,21 @@ def compile(  # noqa: A001 - the public name the design promises
     device that cannot run here (android-arm64).
     `records`: tuned configs per workload key — a {key: config} dict or anything with
     `best(key)` (autotune.records.Records); workloads without one use the defaults.
-    `signature`: which of a SavedModel's signatures to compile."""
+    `signature`: which of a SavedModel's signatures to compile. `precision` "fp16": weights
+    and activations in float16 (inputs and outputs stay float32; manifest "precision" says
+    where it fell back to float32)."""
     import tempfile
 
     from tensorir.pipeline import compile_model, load_folder
 
     build = compile_model(
-        model, target, input_shapes, records=records, layout_block=layout_block, signature=signature
+        model,
+        target,
+        input_shapes,
+        records=records,
+        layout_block=layout_block,
+        signature=signature,
+        precision=precision,
     )
     return load_folder(build.write(tempfile.mkdtemp(prefix="tir-build-"), weights))
 

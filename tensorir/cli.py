@@ -119,6 +119,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="output folder")
     p.add_argument("--weights", default="embedded", choices=["embedded", "external"])
+    p.add_argument(
+        "--precision",
+        default="fp32",
+        choices=["fp32", "fp16"],
+        help="fp16: weights and activations in float16 (inputs, outputs and the ops that need "
+        "float32 sums stay float32; the output says which)",
+    )
     p.add_argument("--dump-dir", metavar="D", help="write every compiler stage's IR to D")
     p.add_argument(
         "--records",
@@ -270,6 +277,7 @@ def _cmd_compile(args: argparse.Namespace) -> int:
         out=args.output,
         input_shapes=dict(parse_shape_arg(s) for s in args.input_shape),
         weights=args.weights,
+        precision=args.precision,
         dump_dir=args.dump_dir,
         override_shapes=args.override_shape,
         signature=args.signature,

@@ -64,6 +64,7 @@ from tensorir.errors import ModelError, TirError
 from tensorir.graph.graph import Graph
 from tensorir.graph.printer import print_graph
 from tensorir.graph.verify import verify
+from tensorir.ops.nn_compute import half_sums
 from tensorir.passes import Pass, copy_graph
 from tensorir.passes.canonicalize import canonicalize
 from tensorir.passes.cse import cse
@@ -74,10 +75,12 @@ from tensorir.passes.fold_qdq import fold_qdq
 from tensorir.passes.fuse_ops import fuse_ops
 from tensorir.passes.layout import layout_enabled, make_layout_pass
 from tensorir.passes.memory_plan import plan_memory
+from tensorir.passes.precision import native_fp16, to_fp16
 from tensorir.passes.simplify import simplify
 from tensorir.passes.transpose_sink import transpose_sink
 from tensorir.target import Target, get_target
 
+PRECISIONS = ("fp32", "fp16")
 MAX_ROUNDS = 4  # of the loop below; a round runs only if the one before changed the graph
 
 
@@ -87,11 +90,14 @@ def optimize(
     target: Target | str = "host",
     layout: bool | None = None,
     layout_block: int | None = None,
+    precision: str = "fp32",
 ) -> Graph:
     """Run the graph passes on a copy of `g` and return it (`g` is left as it was).
     `fuse=False` stops before operator fusion (one kernel per op); `layout` packs
     activations NCHW -> NCHW[x]c for `target` (default: on unless TIR_LAYOUT=0), with channel
-    blocks up to `layout_block` (default: the target's float32 lanes)."""
+    blocks up to `layout_block` (default: the target's float32 lanes, float16 ones under
+    fp16 where the target computes in float16); `precision` "fp16": float32 tensors become
+    float16 (passes/precision.py; the ops kept in float32 are listed in `float32_ops`)."""
     g = copy_graph(g)
     run(fold_qdq, g, "fold qdq")  # QDQ matmul / gemm -> integer qdense, on the importer's form
     for round_ in range(1, MAX_ROUNDS + 1):
@@ -105,6 +111,10 @@ def optimize(
             break
     run(dead_code, g, "dead code")
     run(cse, g, "cse")
+    if precision == "fp16":  # float32 -> float16 but for the ops that need float32 sums
+        run(_to_fp16, g, "fp16")
+        target = get_target(target)
+        layout_block = layout_block or (target.vector_lanes("float16") if native_fp16(target) else None)
     if layout_enabled() if layout is None else layout:  # NCHW -> NCHW[x]c, transforms at boundaries
         run(make_layout_pass(target, layout_block), g, "layout")
     if fuse:  # anchor ops (conv, dense, matmul, pool) + elementwise epilogues -> fused groups
@@ -112,6 +122,11 @@ def optimize(
     # memory_plan: static offsets for every intermediate in one workspace
     #   (passes/memory_plan.py: plan_memory(g)), after the graph is final.
     return g
+
+
+def _to_fp16(g: Graph) -> bool:
+    g.float32_ops = [f"{op} (node '{g.node(nid).name or nid}')" for nid, op in to_fp16(g)]
+    return True
 
 
 def run(pass_: Pass, g: Graph, name: str) -> bool:
@@ -131,19 +146,27 @@ def compile_model(
     layout_block: int | None = None,
     override_shapes: bool = True,
     signature: str = "serving_default",
+    precision: str = "fp32",
 ) -> Build:
     """Compile a whole model for `target` up to the backend: every stage of the module
     docstring except codegen and packaging, which `write_build` (Build.write) runs.
     `records` gives tuned knob configs per workload (compiler.lookup_config) and the
     model-level `layout_block` (the NCHW[x]c channel block; argument > record > the
     target's lanes). `override_shapes`: as in from_onnx; `signature`: a SavedModel's
-    signature (frontend.load_graph_any picks the frontend by the model's format)."""
+    signature (frontend.load_graph_any picks the frontend by the model's format);
+    `precision`: "fp32" or "fp16" (optimize)."""
     from tensorir.frontend import load_graph_any
 
     target = get_target(target)  # a bad target is reported before the import
+    check_precision(precision)
     raw = model_bytes(model)
     graph = load_graph_any(model, input_shapes, signature=signature, override_shapes=override_shapes)
-    return compile_graph(graph, target, records, layout_block, raw=raw, input_shapes=input_shapes)
+    return compile_graph(graph, target, records, layout_block, raw, input_shapes, precision=precision)
+
+
+def check_precision(precision: str) -> None:
+    if precision not in PRECISIONS:
+        raise TirError(f"--precision {precision!r}: expected one of {', '.join(PRECISIONS)}")
 
 
 def compile_graph(
@@ -154,6 +177,7 @@ def compile_graph(
     raw: bytes | None = None,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     symbol_prefix: str = "tir_",
+    precision: str = "fp32",
 ) -> Build:
     """Compile an imported graph (any frontend) for `target`, as compile_model does from the
     graph passes on. `raw`: the model file's bytes, which name the model in the manifest and in
@@ -168,8 +192,8 @@ def compile_graph(
     if raw is None:
         raw = print_graph(graph, constants=True).encode()
     block = layout_block or (lookup_config(records, model_key(raw, input_shapes)) or {}).get("layout_block")
-    graph = optimize(graph, target=target, layout_block=block)
-    with debug.stage("lowering") as st:
+    graph = optimize(graph, target=target, layout_block=block, precision=precision)
+    with debug.stage("lowering") as st, half_sums(precision == "fp16" and native_fp16(target)):
         kernels = lower_kernels(graph, target, records, symbol_prefix)
         st.result = _kernel_text(kernels)
     with debug.stage("loop passes") as st:
@@ -196,10 +220,26 @@ def compile_graph(
         ops=ops,
         workspace=plan.workspace,
         weights=bound.binder.weights.blob(),
-        manifest=make_manifest(raw, graph, target, kernels, bound, plan, block),
+        manifest=make_manifest(raw, graph, target, kernels, bound, plan, block)
+        | _precision(graph, target, precision),
         nodes=nodes,
         loops=bound.loops,
     )
+
+
+def _precision(graph: Graph, target: Target, precision: str) -> dict[str, Any]:
+    """The manifest's "precision": what is float16 and where it fell back to float32."""
+    if precision != "fp16":
+        return {}
+    widened = f"float32 (float16 loads and stores: {target.name} has no float16 arithmetic)"
+    return {
+        "precision": {
+            "mode": "fp16",
+            "weights": "float16",
+            "arithmetic": "float16 (sums in float16)" if native_fp16(target) else widened,
+            "float32_ops": graph.float32_ops,
+        }
+    }
 
 
 def _bound_text(bound: Any) -> str:

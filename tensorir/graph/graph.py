@@ -38,6 +38,7 @@ class Graph:
         # If, the iterations of a Loop past a run-time exit: frontend/onnx_control.py). Its
         # outputs are left as they were when it does not run; a `where` on the same flag picks.
         self.guards: dict[int, tuple[tuple[Value, bool], ...]] = {}
+        self.float32_ops: list[str] = []  # under fp16: the ops kept in float32 (passes/precision.py)
         self._ids = itertools.count()
 
     # ---- construction -------------------------------------------------

@@ -12,8 +12,10 @@ non-dividing split.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -35,8 +37,25 @@ MIN_PARALLEL_CHUNKS = 8  # split work further when the natural outer loop is sho
 
 
 # ---- dtypes and constants -------------------------------------------------------------
+_HALF_SUMS = contextvars.ContextVar("tir_half_sums", default=False)
+
+
+@contextlib.contextmanager
+def half_sums(enabled: bool) -> Iterator[None]:
+    """Within: float16 ops accumulate in float16 (`--precision fp16` on a target with float16
+    arithmetic, as the mobile engines do: twice the lanes per FMA); else in float32."""
+    token = _HALF_SUMS.set(enabled)
+    try:
+        yield
+    finally:
+        _HALF_SUMS.reset(token)
+
+
 def acc_type(dtype: str) -> str:
-    """The dtype a float op accumulates in (float16 in float32, as the references do)."""
+    """The dtype a float op accumulates in (float16 in float32, as the references do, unless
+    within `half_sums(True)`)."""
+    if dtype == "float16" and _HALF_SUMS.get():
+        return dtype
     return "float32" if dtype in ("float16", "bfloat16") else dtype
 
 

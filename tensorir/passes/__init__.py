@@ -150,6 +150,7 @@ def copy_graph(g: Graph) -> Graph:
     out.outputs = list(g.outputs)
     out.output_lengths = dict(g.output_lengths)
     out.guards = dict(g.guards)
+    out.float32_ops = list(g.float32_ops)
     # NOTE: new ids must not collide with copied ones; Graph has no public hook for it.
     out._ids = itertools.count(max(g.nx.nodes, default=-1) + 1)
     return out

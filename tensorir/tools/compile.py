@@ -23,6 +23,7 @@ def compile_cli(
     records: Any = None,
     override_shapes: bool = False,
     signature: str = "serving_default",
+    precision: str = "fp32",
 ) -> int:
     """Compile `model` into the folder `out` and print what was written (the CLI has run
     check_paths first: before the records are read)."""
@@ -30,7 +31,13 @@ def compile_cli(
         os.environ["TIR_DUMP_DIR"] = dump_dir
     t0 = time.perf_counter()
     build = compile_model(
-        model, target, input_shapes, records=records, override_shapes=override_shapes, signature=signature
+        model,
+        target,
+        input_shapes,
+        records=records,
+        override_shapes=override_shapes,
+        signature=signature,
+        precision=precision,
     )
     build.manifest["source_model"] = str(Path(model).resolve())
     folder = build.write(out, weights)
@@ -42,6 +49,10 @@ def compile_cli(
     print(f"compiled {model} for {m['target']} in {seconds:.1f} s -> {folder}/: {', '.join(files)}")
     kernels, ws, wb = len(build.kernels), m["workspace_bytes"], m["weights_bytes"]
     print(f"  {kernels} kernels; workspace {ws:,} B; weights {wb:,} B")
+    if "precision" in m:
+        p = m["precision"]
+        kept = ", ".join(p["float32_ops"]) or "none"
+        print(f"  fp16: weights float16, arithmetic {p['arithmetic']}; kept in float32: {kept}")
     if records is not None:
         print(
             f"  tuning records: {_records_device(records)}; {m['tuned_kernels']} kernels use one; "
