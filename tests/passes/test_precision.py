@@ -114,3 +114,18 @@ def test_mobilenet_v2_fp16_on_arm64_computes_in_float16_under_qemu():
     convs = [f for f, op in zip(build.kernels, build.ops, strict=True) if op in ("conv", "fused")]
     asm = emit_assembly(convs, build.target)
     assert len(re.findall(r"fmla\s+v\d+\.8h", asm)) > 100 and not re.search(r"fmla\s+v\d+\.4s", asm)
+
+
+def test_fp16_for_an_opencl_device_with_cl_khr_fp16_renders_half_sums():
+    """adreno640's profile has fp16: the GPU kernels' OpenCL C declares and sums in half."""
+    from tensorir.codegen.opencl import render_opencl
+
+    build = compile_model(zoo.build("tiny_cnn"), "android-arm64+opencl:adreno640", precision="fp16")
+    assert build.manifest["precision"]["arithmetic"] == "float16 (sums in float16)"
+    profile = build.target.device_profile()
+    func = next(
+        f for f, c in zip(build.kernels, build.calls, strict=True) if c.device == "gpu" and "fused" in f.name
+    )
+    src = render_opencl(func, profile).source
+    assert "#pragma OPENCL EXTENSION cl_khr_fp16 : enable" in src
+    assert re.search(r"\bhalf \w+_acc\[", src) and "float " not in src
