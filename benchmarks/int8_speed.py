@@ -8,8 +8,8 @@ model onnxruntime's own quantize_static writes (uint8 activations, per-channel i
 others are zoo models (benchmarks/zoo.py). Calibration: 8 zoo sample inputs. The four timed
 runs interleave in blocks (benchmarks/compare.py: _interleaved), medians reported, with the
 load average beside them (the machine is shared). Also printed: the largest difference of the
-two int8 outputs in quantization steps of the output, and how many qdense kernels tensorir's
-int8 build holds (the QDQ matrix products it turned into integer code).
+two int8 outputs in quantization steps of the output, and how many integer kernels (qdense,
+qconv1x1) tensorir's int8 build holds (the QDQ products it turned into integer code).
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ def bench(name: str, threads: int, runs: int, warmup: int) -> dict:
         "ort_fp32_ms": times[2] * 1e3,
         "ort_int8_ms": times[3] * 1e3,
         "int8_max_diff_steps": float(np.abs(got - want).max() / step) if step else float("nan"),
-        "qdense_kernels": sum(k.startswith("qdense") for k in kernels),
+        "int8_kernels": sum(k.startswith(("qdense", "qconv1x1")) for k in kernels),
     }
 
 
@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     print(f"load average before: {os.getloadavg()}")
     head = ("case", "tir_fp32_ms", "tir_int8_ms", "ort_fp32_ms", "ort_int8_ms")
-    head += ("int8_max_diff_steps", "qdense_kernels")
+    head += ("int8_max_diff_steps", "int8_kernels")
     print(" | ".join(head))
     for name in args.cases or CASES:
         r = bench(name, args.threads, args.runs, args.warmup)

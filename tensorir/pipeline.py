@@ -18,7 +18,8 @@ A compile (`compile_model`, then `write_build`), stage by stage:
 
 Graph passes (tensorir/passes/, one file each; API in passes/__init__.py):
 
-    fold_qdq         QDQ uint8 x int8 matmul / gemm (+ bias, relu) -> integer qdense (once, first)
+    fold_qdq         QDQ uint8 x int8 matmul / gemm / 1x1 conv (+ bias, relu) -> integer qdense /
+                     qconv1x1 (once, first; with int8 convs the layout pass stays off by default)
     canonicalize     gemm/matmul -> dense, sub/div by constants -> add/mul, no identity
     fold_constants   nodes with constant inputs -> constants (numpy references)
     fold_batchnorm   batch_norm -> into conv/dense weights, else mul + add
@@ -71,7 +72,7 @@ from tensorir.passes.cse import cse
 from tensorir.passes.dead_code import dead_code
 from tensorir.passes.fold_batchnorm import fold_batchnorm
 from tensorir.passes.fold_constants import fold_constants
-from tensorir.passes.fold_qdq import fold_qdq
+from tensorir.passes.fold_qdq import fold_qdq, has_int8_convs
 from tensorir.passes.fuse_ops import fuse_ops
 from tensorir.passes.layout import layout_enabled, make_layout_pass
 from tensorir.passes.memory_plan import plan_memory
@@ -115,7 +116,9 @@ def optimize(
         run(_to_fp16, g, "fp16")
         target = get_target(target)
         layout_block = layout_block or (target.vector_lanes("float16") if native_fp16(target) else None)
-    if layout_enabled() if layout is None else layout:  # NCHW -> NCHW[x]c, transforms at boundaries
+    if layout is None:  # int8 convs run on plain NCHW: packing the float ops between them costs more
+        layout = layout_enabled() and not has_int8_convs(g)
+    if layout:  # NCHW -> NCHW[x]c, transforms at boundaries
         run(make_layout_pass(target, layout_block), g, "layout")
     if fuse:  # anchor ops (conv, dense, matmul, pool) + elementwise epilogues -> fused groups
         run(fuse_ops, g, "fuse ops")

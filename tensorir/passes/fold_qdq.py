@@ -45,6 +45,13 @@ def fold_qdq(g: Graph) -> bool:
     return rewrite(g, [("cast", _fold)])
 
 
+def has_int8_convs(g: Graph) -> bool:
+    """Whether the pass made integer convolutions: the pipeline then keeps activations in
+    NCHW (qconv1x1 has no NCHW[x]c form; on MobileNetV2 the uint8 layout transforms around
+    it cost 4x the whole int8 model)."""
+    return any(g.node(nid).op == "qconv1x1" for nid in g.op_nodes())
+
+
 # ---- matching --------------------------------------------------------------------------
 def _node(g: Graph, v: Value, op: str) -> Any:
     node = g.node(v.node)
