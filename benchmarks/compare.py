@@ -1,7 +1,8 @@
 """tensorir vs onnxruntime on the zoo models: latency, ratio, GFLOP/s, compile time, workspace.
 
-    python -m benchmarks.compare                       # every zoo model, 1 and 2 threads
+    python -m benchmarks.compare                       # issue 16's table: the CNNs and BERT, 1 and 2 threads
     python -m benchmarks.compare resnet18 --runs 50 --threads 1
+    python -m benchmarks.compare --all                 # every zoo model (+ MobileNetV3, YOLO, DenseNet)
 
 Both run in this process on the same inputs; their timed runs interleave in blocks of
 BLOCK (BLOCK tensorir runs, BLOCK onnxruntime runs, ...) so machine noise hits both alike.
@@ -27,6 +28,18 @@ import numpy as np
 from benchmarks.zoo import MODELS, build, sample_inputs
 
 RESULTS = Path(__file__).parent / "results"
+# the default table (issue 16, item 1): the zoo CNNs and the BERT encoder. The zoo's other
+# models (tiny_cnn; MobileNetV3-Small, the YOLO detector and DenseNet-121, added for the
+# layout-storm counts of benchmarks/layout_storms.py) run by name or with --all.
+DEFAULT = [
+    "mobilenet_v1",
+    "mobilenet_v2_224",
+    "mobilenet_v2_96",
+    "squeezenet1_1",
+    "resnet18",
+    "resnet50",
+    "bert_encoder",
+]
 
 
 def _ort_session(model, threads: int):
@@ -112,7 +125,8 @@ def print_table(rows: list[dict]) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("models", nargs="*", default=[m for m in MODELS if m != "tiny_cnn"])
+    p.add_argument("models", nargs="*", help=f"zoo models (default: {' '.join(DEFAULT)})")
+    p.add_argument("--all", action="store_true", help="every zoo model but tiny_cnn")
     p.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     p.add_argument("--runs", type=int, default=30)
     p.add_argument("--warmup", type=int, default=5)
@@ -121,6 +135,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--device", help="device key of the tuning records (default: the one that fits this CPU)")
     p.add_argument("--no-startup", action="store_true", help="skip start-up time and size")
     args = p.parse_args(argv)
+    args.models = args.models or ([m for m in MODELS if m != "tiny_cnn"] if args.all else DEFAULT)
     records = None
     if args.records:
         from autotune.records import Records

@@ -2,7 +2,9 @@
 
 Every model is built with `onnx.helper` alone (no downloads, no torch), at opset 17 with
 static shapes, and is byte-for-byte the same on every build. Builders live in
-`zoo_cnn.py` (MobileNetV2, ResNet, tiny CNN) and `zoo_bert.py` (BERT encoder).
+`zoo_cnn.py` (MobileNetV2, ResNet, tiny CNN), `zoo_mobile.py` (SqueezeNet 1.1, MobileNetV1,
+MobileNetV3-Small, DenseNet-121), `zoo_yolo.py` (a YOLOv8n-style detector) and `zoo_bert.py`
+(BERT encoder).
 
     from benchmarks import zoo
     model = zoo.build("resnet50")
@@ -30,11 +32,17 @@ import onnx.shape_inference
 
 from benchmarks.zoo_bert import bert_encoder
 from benchmarks.zoo_cnn import mobilenet_v2, resnet, resnet18, resnet50, tiny_cnn
+from benchmarks.zoo_mobile import densenet, mobilenet_v1, mobilenet_v3_small, squeezenet1_1
+from benchmarks.zoo_yolo import yolov8n
 
 __all__ = [
     "MODELS",
     "bert_encoder",
     "build",
+    "build_for_tests",
+    "densenet",
+    "mobilenet_v1",
+    "mobilenet_v3_small",
     "mobilenet_v2",
     "model_stats",
     "resnet",
@@ -42,7 +50,9 @@ __all__ = [
     "resnet50",
     "sample_inputs",
     "save",
+    "squeezenet1_1",
     "tiny_cnn",
+    "yolov8n",
 ]
 
 MODELS: dict[str, Callable[[], onnx.ModelProto]] = {
@@ -52,6 +62,23 @@ MODELS: dict[str, Callable[[], onnx.ModelProto]] = {
     "resnet50": resnet50,
     "bert_encoder": bert_encoder,
     "tiny_cnn": tiny_cnn,
+    "squeezenet1_1": squeezenet1_1,
+    "mobilenet_v1": mobilenet_v1,
+    "mobilenet_v3_small": mobilenet_v3_small,
+    "yolov8n_320": functools.partial(yolov8n, 320),
+    "densenet121": densenet,
+}
+
+# The tests (tests/e2e, tests/passes) run every zoo model; these build the same architectures
+# at sizes that keep compiles and reference runs short. SqueezeNet at 100: its ceil-mode pools
+# round up twice (24 -> 12, 12 -> 6), which they never do at 224. DenseNet: 4 dense blocks of
+# 2-4 layers, channel counts 24 + 16k (blocks of 8, 16 and 4 mixed in its concats).
+TEST_BUILDS: dict[str, Callable[[], onnx.ModelProto]] = {
+    "squeezenet1_1": functools.partial(squeezenet1_1, 100),
+    "mobilenet_v1": functools.partial(mobilenet_v1, 96),
+    "mobilenet_v3_small": functools.partial(mobilenet_v3_small, 96),
+    "yolov8n_320": functools.partial(yolov8n, 128),
+    "densenet121": functools.partial(densenet, (2, 3, 4, 2), 16, 24, 64, name="densenet_small"),
 }
 
 
@@ -62,6 +89,11 @@ def build(name: str) -> onnx.ModelProto:
     except KeyError:
         raise KeyError(f"no zoo model {name!r}; the zoo has {sorted(MODELS)}") from None
     return builder()
+
+
+def build_for_tests(name: str) -> onnx.ModelProto:
+    """The zoo model `name`, at its test size where TEST_BUILDS has one."""
+    return TEST_BUILDS[name]() if name in TEST_BUILDS else build(name)
 
 
 def save(name: str, path: str | os.PathLike) -> None:

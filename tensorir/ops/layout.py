@@ -175,6 +175,49 @@ def layout_transform_compute(x: Any, src: str, dst: str) -> Any:
     return compute((n, co * b, h, w), lambda i, c, y, z: x[i, c // b, y, z, c % b], name="layout_unpack")
 
 
+def schedule_layout_transform(s: Any, outputs: Any, target: Any) -> None:
+    """Pack: rows of the output's channel block vectorized (the default movement schedule).
+    Unpack (NCHW[x]c -> NCHW): a fused flat index would cost a division and a remainder per
+    element; instead the loops run (n, channel block, h, w tile, c in block, w in tile), the
+    block's channels unrolled and the tile of w vectorized, so every store is a contiguous
+    vector and the loads stay within one (w tile x block) patch of the input."""
+    import math
+
+    from tensorir.ops.tensor_compute import schedule_movement
+    from tensorir.schedule.defaults import PARALLEL_MIN_WORK, inline_injective
+
+    inline_injective(s)
+    st = s[outputs[0]]
+    reads = s.reads(st)
+    if len(outputs) != 1 or outputs[0].ndim != 4 or len(reads) != 1 or reads[0].ndim != 5:
+        schedule_movement(s, outputs, target)  # not a lone unpack (a fused group)
+        return
+    b = reads[0].shape[4]
+    i, c, y, z = st.op.axis
+    if c.extent % b:
+        schedule_movement(s, outputs, target)
+        return
+    co, ci = st.split(c, factor=b)
+    width = math.gcd(target.vector_lanes(outputs[0].dtype), z.extent)
+    if width > 1:
+        zo, zi = st.split(z, factor=width) if z.extent > width else (None, z)
+        if zo is not None:
+            st.reorder(i, co, y, zo, ci, zi)
+            outer = [i, co, y, zo]
+        else:
+            st.reorder(i, co, y, ci, zi)
+            outer = [i, co, y]
+        st.vectorize(zi)
+    else:
+        st.reorder(i, co, y, z, ci)
+        outer = [i, co, y, z]
+    if b <= 16:
+        st.unroll(ci)
+    fused = st.fuse(*outer)
+    if math.prod(outputs[0].shape) >= PARALLEL_MIN_WORK and fused.extent > 1:
+        st.parallel(fused)
+
+
 def conv_nchwc_window(x: Any, w: Any, strides: Ints | None, pads: Ints | None, dilations: Ints | None) -> Any:
     """What a direct packed conv reads: (the padded input, (OH, OW), the tap reduce axes
     (rkh, rkw), pos(y, z) -> the input row and column of output (y, z) at those taps, the
@@ -364,7 +407,7 @@ def _tile_choices(extent: int, cap: int) -> list[int]:
 def _register_computes() -> None:
     from tensorir.ops.registry import register_compute
 
-    register_compute("layout_transform")(layout_transform_compute)
+    register_compute("layout_transform", schedule=schedule_layout_transform)(layout_transform_compute)
     register_compute("conv2d_nchwc", schedule=schedule_conv_nchwc)(conv2d_nchwc_compute)
 
 

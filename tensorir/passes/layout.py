@@ -18,7 +18,11 @@ packed form (the op traits `layout` and `pattern`, declared in each op's registr
 - a resize of (H, W) -> the same resize of the packed (H, W);
 - a concat along channels -> a concat of the channel-block axis when every input has the
   output's block, else `concat_packed` (ops/concat_packed.py), which writes the output's
-  block from the inputs' own.
+  block from the inputs' own;
+- a split along channels (YOLO's C2f chunk) or a slice (channels in steps of 1, space in any)
+  whose channel cuts fall on the input's block boundaries -> the same split / slice of the
+  channel-block axis; a part whose own block differs (24 of 48 channels: 8 vs 16) is then
+  rewritten in its block by a one-input `concat_packed`.
 
 Packed operands of an elementwise op may broadcast over batch and space (a squeeze-excite
 scale (N, C, 1, 1) against (N, C, H, W)).
@@ -204,6 +208,48 @@ class _Packer:
             return add_op(g, "concat", parts, {"axis": 1})
         return add_op(g, "concat_packed", parts, {"block": block})  # blocks differ: relayout inside
 
+    def in_own_block(self, v: Value) -> Value:
+        """A packed part in the block of its own channel count (a one-input concat_packed
+        rewrites it when a split or slice left it in its source's block)."""
+        _, cb, _, _, b = self.g.type_of(v).shape
+        want = self.block_of(cb * b)
+        return v if want == b else add_op(self.g, "concat_packed", [v], {"block": want})
+
+    def split(self, nid: int) -> list[Value] | None:
+        """A split along channels at multiples of the input's block: the same split of the
+        packed channel-block axis."""
+        g, node = self.g, self.g.node(nid)
+        (x,) = g.inputs_of(nid)
+        if x not in self.packed or node.outputs[0].ndim != 4 or node.attr["axis"] != 1:
+            return None
+        b = g.type_of(self.packed[x]).shape[4]
+        sizes = tuple(int(s) for s in node.attr["sizes"])
+        if any(s % b for s in sizes):
+            return None
+        parts = g.add_node("split", [self.packed[x]], {"axis": 1, "sizes": tuple(s // b for s in sizes)})
+        inherit_name(g, nid, parts[0])
+        return [self.in_own_block(p) for p in parts]
+
+    def slice(self, nid: int) -> Value | None:
+        """A slice whose channel bounds (step 1) fall on the input's block boundaries: the same
+        slice of the packed tensor (channel bounds in blocks, (H, W) bounds and steps as they are)."""
+        g, node = self.g, self.g.node(nid)
+        (x,) = g.inputs_of(nid)
+        if x not in self.packed or node.outputs[0].ndim != 4:
+            return None
+        b = g.type_of(self.packed[x]).shape[4]
+        a = node.attr
+        starts, ends = list(a["starts"]), list(a["ends"])
+        for k, (axis, step) in enumerate(zip(a["axes"], a["steps"], strict=True)):
+            if axis == 1:
+                if step != 1 or starts[k] % b or ends[k] % b:
+                    return None
+                starts[k], ends[k] = starts[k] // b, ends[k] // b
+        attrs = {**a, "starts": tuple(starts), "ends": tuple(ends)}
+        y = g.add_node("slice", [self.packed[x]], attrs)[0]
+        inherit_name(g, nid, y)
+        return self.in_own_block(y)
+
     def resize(self, nid: int) -> Value | None:
         """A resize of (H, W) only: the same resize of the packed tensor's (H, W)."""
         g, node = self.g, self.g.node(nid)
@@ -239,13 +285,19 @@ class _Packer:
             new = self.concat(nid)
         elif op == "resize":
             new = self.resize(nid)
+        elif op == "split":
+            new = self.split(nid)
+        elif op == "slice":
+            new = self.slice(nid)
         elif is_elementwise(op):
             new = self.elementwise_op(nid)
         else:
             return
         if new is not None:
-            inherit_name(self.g, nid, new)
-            self.packed[Value(nid)] = new
+            news = new if isinstance(new, list) else [new]
+            inherit_name(self.g, nid, news[0])
+            for i, v in enumerate(news):
+                self.packed[Value(nid, i)] = v
             self.replaced.append(nid)
 
     # ---- boundaries -------------------------------------------------------------------
@@ -254,11 +306,15 @@ class _Packer:
         g = self.g
         unpacks = []
         for nid in self.replaced:
-            old, new = Value(nid), self.packed[Value(nid)]
-            src = tag(g.type_of(new).shape[-1])
-            back = add_op(g, "layout_transform", [new], {"src": src, "dst": "NCHW"})
-            g.replace_uses(old, back)
-            unpacks.append(back.node)
+            for i in range(len(g.node(nid).outputs)):
+                old = Value(nid, i)
+                if old not in self.packed:
+                    continue  # max_pool's unread indices
+                new = self.packed[old]
+                src = tag(g.type_of(new).shape[-1])
+                back = add_op(g, "layout_transform", [new], {"src": src, "dst": "NCHW"})
+                g.replace_uses(old, back)
+                unpacks.append(back.node)
         for nid in reversed(self.replaced):
             remove_dead(g, nid)
         for nid in unpacks:

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import tensorir as tir
-from benchmarks.zoo import MODELS, build, sample_inputs
+from benchmarks.zoo import MODELS, build_for_tests, sample_inputs
 from tensorir.graph.types import np_dtype
 from tensorir.runtime.qemu import model_driver
 
@@ -53,7 +53,7 @@ def _memcheck(driver: Path, mod, feeds: dict, threads: int, tmp: Path) -> tuple[
 
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_zoo_model_runs_clean_under_memcheck(name, driver, tmp_path):
-    model = build(name)
+    model = build_for_tests(name)
     feeds = sample_inputs(model)
     mod = tir.compile(model, "x86_64-v3")
     for threads in (1,) if name == "resnet50" else (1, 2):

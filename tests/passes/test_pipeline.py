@@ -114,7 +114,7 @@ def test_dump_dir_gets_one_file_per_stage(monkeypatch, tmp_path):
 # ---- the zoo --------------------------------------------------------------------------
 @functools.cache
 def _zoo(name: str) -> tuple[Graph, dict[str, np.ndarray], list[np.ndarray]]:
-    model = zoo.build(name)
+    model = zoo.build_for_tests(name)
     g = from_onnx(model)
     feeds = zoo.sample_inputs(model)
     return g, feeds, run_reference(g, feeds)
