@@ -27,11 +27,13 @@ WEIGHTS_FILE = "weights.bin"
 
 def kernels_object(build: Build) -> bytes:
     """The kernels' ELF object, from the on-disk cache when the same LLVM IR was built before
-    for the same target and tensorir version (a second compile of a model skips LLVM)."""
+    for the same target and tensorir version (a second compile of a model skips LLVM). The
+    parallel runtime linked into it is part of the key."""
     from tensorir import __version__
 
     text, _ = build_ir(build.kernels, build.target)
-    key = hashlib.sha256(f"{__version__}\n{build.target}\n{text}".encode()).hexdigest()[:32]
+    runtime = runtime_ir(build.target)
+    key = hashlib.sha256(f"{__version__}\n{build.target}\n{runtime}\n{text}".encode()).hexdigest()[:32]
     path = config.cache_dir() / "objects" / f"{key}.o"
     if path.exists():
         return path.read_bytes()

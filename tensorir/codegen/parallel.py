@@ -9,8 +9,10 @@
 chunks [begin + len*i/n, begin + len*(i+1)/n) that the calling thread and the pool's
 workers claim dynamically (CAS on a 64-bit word: generation << 32 | next chunk), so a
 worker that is slow to wake (another process on its core, a little core on big.LITTLE)
-leaves its chunks to the others instead of stalling the launch. Workers are detached
-pthreads (8 MiB stacks) created on first need and kept for the life of the process.
+leaves its chunks to the others instead of stalling the launch. Workers are joinable
+pthreads (8 MiB stacks) created on first need and kept until the library is unloaded:
+a destructor (a .fini_array entry: dlclose, exit) sets a quit flag, wakes them and joins
+them, so no worker runs the library's code after it is unmapped.
 A launch bumps a 32-bit generation word (24-bit counter | 8-bit thread count: workers
 1 .. threads-1 take part, the rest stay idle); a worker spins on it briefly (`pause` /
 `yield`), then sleeps in futex(FUTEX_WAIT); the launcher wakes sleepers only when there
@@ -21,8 +23,8 @@ fresh pool. Thread count default: the CPUs in the process's affinity mask
 (sched_getaffinity), at most 128; a Target with num_threads set bakes that count in as
 the initial value instead (tir_set_num_threads still overrides it).
 
-Only libc is needed: pthread_create / pthread_attr_{init,setstacksize,setdetachstate,
-destroy}, syscall, getpid (all in glibc >= 2.34 and bionic libc). Every runtime symbol is
+Only libc is needed: pthread_create / pthread_join / pthread_attr_{init,setstacksize,
+setdetachstate,destroy}, syscall, getpid (all in glibc >= 2.34 and bionic libc). Every runtime symbol is
 `weak` (hidden, except the two exported functions), so objects that each carry a copy
 link into one library with one pool.
 """
@@ -44,6 +46,7 @@ LIBC_SYMBOLS = (
     "pthread_attr_setstacksize",
     "pthread_attr_setdetachstate",
     "pthread_attr_destroy",
+    "pthread_join",
     "syscall",
     "getpid",
 )
@@ -104,12 +107,18 @@ target triple = "$triple"
 @tir_rt_sleepers = weak hidden global i32 0, align 64
 @tir_rt_done = weak hidden global i32 0, align 64
 @tir_rt_master_sleeping = weak hidden global i32 0, align 64
+@tir_rt_quit = weak hidden global i32 0, align 64
+@tir_rt_tids = weak hidden global [$max_threads x i64] zeroinitializer, align 8
+; a .fini_array entry (llvm.global_dtors would land in .dtors, which nothing runs here)
+@tir_rt_fini = internal constant ptr @tir_rt_shutdown, section ".fini_array", align 8
+@llvm.used = appending global [1 x ptr] [ptr @tir_rt_fini], section "llvm.metadata"
 
 declare i32 @pthread_create(ptr, ptr, ptr, ptr)
 declare i32 @pthread_attr_init(ptr)
 declare i32 @pthread_attr_setstacksize(ptr, i64)
 declare i32 @pthread_attr_setdetachstate(ptr, i32)
 declare i32 @pthread_attr_destroy(ptr)
+declare i32 @pthread_join(i64, ptr)
 declare i64 @syscall(i64, ...)
 declare i32 @getpid()
 declare <16 x i64> @llvm.ctpop.v16i64(<16 x i64>)
@@ -262,6 +271,12 @@ woke:
   br label %spin_start
 work:
   store i32 %g, ptr %seenp, align 4
+  %q = load atomic i32, ptr @tir_rt_quit acquire, align 4
+  %quit = icmp ne i32 %q, 0
+  br i1 %quit, label %exit, label %mine_check
+exit:
+  ret ptr null
+mine_check:
   %nthr = and i32 %g, 255
   %mine = icmp ult i32 %idx, %nthr
   br i1 %mine, label %run, label %spin_start
@@ -298,17 +313,56 @@ spawn:
   %arg = inttoptr i64 %packed to ptr
   %i0 = call i32 @pthread_attr_init(ptr %attr)
   %i1 = call i32 @pthread_attr_setstacksize(ptr %attr, i64 8388608)
-  %i2 = call i32 @pthread_attr_setdetachstate(ptr %attr, i32 1)
+  %i2 = call i32 @pthread_attr_setdetachstate(ptr %attr, i32 0)
   %rc = call i32 @pthread_create(ptr %tid, ptr %attr, ptr @tir_rt_worker, ptr %arg)
   %i3 = call i32 @pthread_attr_destroy(ptr %attr)
   %failed = icmp ne i32 %rc, 0
   br i1 %failed, label %done, label %spawned
 spawned:
+  %t = load i64, ptr %tid, align 8
+  %slot = getelementptr [$max_threads x i64], ptr @tir_rt_tids, i64 0, i32 %w
+  store i64 %t, ptr %slot, align 8
   store i32 %idx, ptr @tir_rt_workers, align 4
   br label %check
 done:
   %have = load i32, ptr @tir_rt_workers, align 4
   ret i32 %have
+}
+
+; unloading (dlclose) or exit: stop this process's workers and join them, so none runs the
+; library's code after it is unmapped (a fork child has none until it launches a job)
+define weak hidden void @tir_rt_shutdown() nounwind {
+entry:
+  %w = load i32, ptr @tir_rt_workers, align 4
+  %any = icmp sgt i32 %w, 0
+  br i1 %any, label %pid_check, label %done
+pid_check:
+  %pid = call i32 @getpid()
+  %owner = load i32, ptr @tir_rt_pid, align 4
+  %mine = icmp eq i32 %pid, %owner
+  br i1 %mine, label %stop, label %done
+stop:
+  store atomic i32 1, ptr @tir_rt_quit seq_cst, align 4
+  %g = load atomic i32, ptr @tir_rt_gen monotonic, align 4
+  %g1 = add i32 %g, 256
+  store atomic i32 %g1, ptr @tir_rt_gen seq_cst, align 4
+  call void @tir_rt_futex_wake(ptr @tir_rt_gen, i32 2147483647)
+  br label %join
+join:
+  %i = phi i32 [ 0, %stop ], [ %i1, %join ]
+  %slot = getelementptr [$max_threads x i64], ptr @tir_rt_tids, i64 0, i32 %i
+  %t = load i64, ptr %slot, align 8
+  %r = call i32 @pthread_join(i64 %t, ptr null)
+  %i1 = add i32 %i, 1
+  %more = icmp slt i32 %i1, %w
+  br i1 %more, label %join, label %reset
+reset:
+  store i32 0, ptr @tir_rt_workers, align 4
+  store atomic i32 0, ptr @tir_rt_sleepers seq_cst, align 4
+  store atomic i32 0, ptr @tir_rt_quit seq_cst, align 4
+  br label %done
+done:
+  ret void
 }
 
 define weak hidden void @tir_parallel_for(ptr %fn, ptr %cl, i64 %begin, i64 %end) nounwind {
