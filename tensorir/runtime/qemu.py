@@ -77,7 +77,7 @@ def model_driver(cross: bool = True) -> Path:
     d = _work_dir("qemu")
     exe = d / f"model-driver-{key}{'' if cross else '-host'}"
     if not exe.exists():
-        src = d / f"model-driver-{key}.c"
+        src = d / f"model-driver-{key}.{os.getpid()}.c"  # per process: concurrent builds never share it
         src.write_text(_MODEL_DRIVER)
         if cross:
             cc = find_tool("aarch64-linux-gnu-gcc", "gcc-aarch64-linux-gnu libc6-dev-arm64-cross")
@@ -86,6 +86,7 @@ def model_driver(cross: bool = True) -> Path:
         tmp = d / f"model-driver-{key}.{os.getpid()}"
         _run([cc, "-O2", "-g", "-o", str(tmp), str(src), "-ldl"], f"{Path(cc).name} (model driver)")
         tmp.replace(exe)
+        src.unlink()
     return exe
 
 
