@@ -194,9 +194,12 @@ def schedule_matmul_block(
     acc: Stage,
     bt: Stage,
     target: Target,
+    pack_b: bool = True,
 ) -> None:
     """The register-blocked product (module docstring). `y` is the output stage, `axes` its
-    (batch axes, row axis, column axis) matching acc's (..., i, j); y reads acc elementwise."""
+    (batch axes, row axis, column axis) matching acc's (..., i, j); y reads acc elementwise.
+    `pack_b=False`: B is laid out for the kernel already (the int8 products' weights), no
+    panel packing and no knob for it."""
     batch, i, j = axes
     (k,) = acc.op.reduce_axis
     rows, cols = i.extent, j.extent
@@ -226,8 +229,8 @@ def schedule_matmul_block(
     acc.unroll(rii)
     acc.unroll(rju)
     acc.vectorize(rjv)
-    pack = min(rows, mc) >= 2 * mr and k.extent * nr * size <= PACK_BYTES
-    if knob("gemm_pack_b", [False, True] if k.extent * nr * size <= PACK_BYTES else [False], pack):
+    fits = k.extent * nr * size <= PACK_BYTES
+    if pack_b and knob("gemm_pack_b", [False, True] if fits else [False], fits and min(rows, mc) >= 2 * mr):
         packed = s.pack(bt.tensor, bt.tensor.ndim - 2, nr)  # (..., N/NR, K, NR) panels
         bt.compute_inline()
         s[packed].compute_at(acc, top)

@@ -29,7 +29,6 @@ from tensorir.ops.qdense import BLOCK, QUAD
 from tensorir.ops.qdense_compute import dot4, requantize
 from tensorir.ops.registry import register_compute
 from tensorir.schedule.schedule import Schedule
-from tensorir.schedule.space import pin
 from tensorir.schedule.te import Tensor, compute, reduce_axis, sum_
 from tensorir.target import Target
 
@@ -43,8 +42,7 @@ def schedule_qconv1x1(s: Schedule, outputs: Sequence[Tensor], target: Target) ->
     b, o, h, w = y.op.axis
     hw = y.fuse(h, w)
     rows, cols = (o, hw) if acc.tensor.shape[1] == o.extent else (hw, o)
-    with pin("gemm_pack_b", False):
-        schedule_matmul_block(s, y, ([b], rows, cols), acc, bt, target)
+    schedule_matmul_block(s, y, ([b], rows, cols), acc, bt, target, pack_b=False)
 
 
 @register_compute("qconv1x1", schedule=schedule_qconv1x1)

@@ -8,8 +8,9 @@ matmul_compute.py over int32 words of four k.
 `dot4_u8s8` is the loop-IR intrinsic of codegen/llvm_dot.py: with the columns vectorized (16
 int32 lanes, one packed weight vector per kq) and the four activations broadcast, each
 accumulator update is one `vpdpbusd` on AVX-512 VNNI, int32 widening multiply-adds elsewhere.
-The weights are packed at compile time, so the template's run-time panel packing stays off;
-its other knobs (gemm_rows, gemm_col_vectors, gemm_row_chunk_tiles) are the tuner's.
+The weights are packed at compile time, so the template's run-time panel packing is off (no
+gemm_pack_b knob); its other knobs (gemm_rows, gemm_col_vectors, gemm_row_chunk_tiles) are
+the tuner's.
 """
 
 from __future__ import annotations
@@ -18,20 +19,22 @@ from collections.abc import Sequence
 
 import tensorir.ops.qdense  # noqa: F401  (the reference registers the op first)
 from tensorir.loop.ir import Call, Expr
-from tensorir.ops.matmul_compute import schedule_matmul
-from tensorir.ops.nn_compute import const, load
+from tensorir.ops.matmul_compute import schedule_matmul_block
+from tensorir.ops.nn_compute import const, inline_elementwise, load, stage_named
 from tensorir.ops.qdense import BLOCK, QUAD
 from tensorir.ops.registry import register_compute
 from tensorir.schedule.schedule import Schedule
-from tensorir.schedule.space import pin
 from tensorir.schedule.te import Tensor, call, cast, compute, max_, min_, reduce_axis, sum_
 from tensorir.target import Target
 
 
 def schedule_qdense(s: Schedule, outputs: Sequence[Tensor], target: Target) -> None:
-    """The blocked matmul schedule on the int32 accumulator, weights read in place."""
-    with pin("gemm_pack_b", False):
-        schedule_matmul(s, outputs, target)
+    """The blocked matmul schedule on the int32 accumulator, weights read where they are."""
+    acc, bt = stage_named(s, "qdense_acc"), stage_named(s, "qdense_bt")
+    inline_elementwise(s, keep=[bt])
+    y = next(st for st in s.stages if st.is_output)
+    i, j = y.op.axis
+    schedule_matmul_block(s, y, ([], i, j), acc, bt, target, pack_b=False)
 
 
 def dot4(acts: tuple, word: Expr) -> Expr:

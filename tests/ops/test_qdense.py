@@ -14,7 +14,7 @@ import pytest
 from tensorir.codegen import emit_assembly
 from tensorir.codegen.link import run_arm64
 from tensorir.graph.types import TensorType
-from tensorir.ops.kernel import op_kernel, run_op, scratch_arrays
+from tensorir.ops.kernel import kernel_space, op_kernel, run_op, scratch_arrays
 from tensorir.ops.qconv import pack_conv_weights
 from tensorir.ops.qdense import pack_weights, unpack_weights
 from tensorir.ops.registry import get_op
@@ -88,6 +88,20 @@ def test_conv_kernel_is_bit_exact(target, shape, vector):
     ins, attrs = _conv_case(*shape, vector)
     want = get_op("qconv1x1").run_reference(ins, attrs)[0]
     np.testing.assert_array_equal(run_op("qconv1x1", ins, attrs, target=target)[0], want)
+
+
+@pytest.mark.parametrize("op", ["qdense", "qconv1x1"])
+def test_tuning_knobs_keep_the_kernel_exact(op):
+    """The blocked-product knobs are the tuner's (no run-time weight packing: the weights are
+    packed at compile time); a config off the defaults computes the same bits."""
+    ins, attrs = _case(20, 32, 48) if op == "qdense" else _conv_case(1, 32, (7, 7), 48, "channels")
+    space = kernel_space(op, [TensorType.of(a) for a in ins], attrs, "host")
+    knobs = {k.name: k for k in space.knobs()}
+    assert set(knobs) == {"gemm_rows", "gemm_col_vectors", "gemm_row_chunk_tiles"}
+    config = {"gemm_rows": 3, "gemm_col_vectors": 1, "gemm_row_chunk_tiles": 2}
+    assert config != {k.name: k.default for k in knobs.values()}
+    got = run_op(op, ins, attrs, target="host", config=config)[0]
+    np.testing.assert_array_equal(got, get_op(op).run_reference(ins, attrs)[0])
 
 
 def _types(m: int, k: int, n: int) -> list[TensorType]:
