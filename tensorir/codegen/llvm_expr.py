@@ -138,7 +138,29 @@ class ExprEmitter(NarrowEmitter):
         return Val(const(e.value, e.dtype), e.dtype)
 
     def _e_Broadcast(self, e: ir.Broadcast) -> Val:
-        return self.splat(self.expr(e.value), e.count)
+        lane = self._lane_splat(e)
+        return lane if lane is not None else self.splat(self.expr(e.value), e.count)
+
+    def _lane_splat(self, e: ir.Broadcast) -> Val | None:
+        """AArch64: a broadcast of buf[q*L + k] (L lanes fill a register, L | buf.size) as
+        lane k of the vector load buf[q*L : q*L + L]: the loads of k = 0..L-1 merge into
+        one and the splats become fmla by element (`fmla v.4s, v.4s, v.s[k]`)."""
+        from tensorir.loop.arith import to_linear
+
+        v, n = e.value, e.count
+        if self.ctx.target.arch != "aarch64" or not isinstance(v, ir.Load) or v.lanes != 1:
+            return None
+        buf = v.buffer
+        if buf.dtype != "float32" or n * 32 != self.ctx.target.vector_bits or buf.size % n:
+            return None
+        terms, c = to_linear(v.index)
+        if any(k % n for k in terms.values()):
+            return None
+        base = ir.BinOp("+", v.index, ir.Const(-(c % n), v.index.dtype)) if c % n else v.index
+        vv = self._e_Load(ir.Load(buf, ir.Ramp(base, ir.Const(1, v.index.dtype), n)))
+        mask = f"<{n} x i32> <{', '.join([f'i32 {c % n}'] * n)}>"
+        ty = _ty(vv)
+        return Val(self.op(f"shufflevector {ty} {vv.ref}, {ty} poison, {mask}"), v.dtype, n)
 
     def _e_Ramp(self, e: ir.Ramp) -> Val:
         base = self.splat(self.expr(e.base), e.count)

@@ -360,7 +360,12 @@ def schedule_conv_nchwc(s: Any, outputs: Sequence[Any], target: Any) -> None:
     ab, am, ah, aw, aj = acc.op.axis
     ju, jw = acc.split(aj, factor=v)
     u = j.extent // v * mb  # vectors per output pixel in registers
-    cap = max(1, min(MAX_PIXELS, (target.num_vector_registers - u - 2) // u))
+    regs = target.num_vector_registers
+    # NEON, one input channel per block (the RGB stem): the taps of a row are unrolled (below),
+    # so each pixel also keeps about two input values of its window live (stride 2)
+    arm_taps = dense and target.arch == "aarch64" and acc.op.reduce_axis[3].extent == 1
+    arm_taps = arm_taps and acc.op.reduce_axis[2].extent <= 8
+    cap = max(1, min(MAX_PIXELS, (regs - u - 2) // (u + 2 if arm_taps else u)))
     pixels = knob("ow_tile", _tile_choices(aw.extent, 2 * MAX_PIXELS), pick_rows(aw.extent, cap))
     wo, wi = acc.split(aw, factor=pixels)
     red = list(acc.op.reduce_axis)
@@ -375,6 +380,12 @@ def schedule_conv_nchwc(s: Any, outputs: Sequence[Any], target: Any) -> None:
     if step > 1 and inner.extent % step == 0 and inner.extent > step:
         _, ri = acc.split(inner, factor=step)
         acc.unroll(ri)
+    elif step == 1 and dense and target.arch == "aarch64" and 1 < inner.extent <= lanes:
+        # NEON: the input channels of one pixel unrolled read one vector and feed the FMAs
+        # by lane (fmla v.4s, v.4s, v.s[k]; codegen/llvm_expr.py) instead of a load each
+        acc.unroll(inner)
+    elif arm_taps:  # the overlapping windows of the tile's pixels share their loads
+        acc.unroll(red[-2])
 
 
 def _default_oc_blocks(choices: list[int], block: int, lanes: int) -> int:

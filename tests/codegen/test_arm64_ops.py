@@ -65,3 +65,39 @@ def test_op_under_qemu(name):
             np.testing.assert_allclose(g, want, rtol=tol, atol=tol, err_msg=name)
         else:
             np.testing.assert_array_equal(g, want, err_msg=name)
+
+
+# The packed convs and products of the zoo with their NEON defaults (fmla by lane from one
+# vector load: input channels / k unrolled by the lanes, benchmarks/arm64_mca.py), built as
+# the compiler builds them (`build_kernel`: Winograd's weight transformed), under qemu.
+PACKED = {"strides": (1, 1), "pads": (1, 1, 1, 1), "dilations": (1, 1), "group": 1}
+PACKED_CASES: dict[str, tuple[str, list[tuple[int, ...]], dict[str, Any]]] = {
+    "conv1x1_nchw4c": ("conv2d_nchwc", [(1, 3, 5, 7, 4), (4, 3, 1, 1, 4, 4)], {**PACKED, "pads": (0,) * 4}),
+    "conv3x3_direct": ("conv2d_nchwc", [(1, 2, 6, 5, 4), (2, 2, 3, 3, 4, 4)], {**PACKED, "strides": (2, 1)}),
+    "conv3x3_winograd": ("conv2d_nchwc", [(1, 3, 8, 8, 4), (2, 3, 3, 3, 4, 4)], PACKED),
+    "stem7x7_ib1": (
+        "conv2d_nchwc",
+        [(1, 3, 19, 21, 1), (4, 3, 7, 7, 1, 4)],
+        {**PACKED, "strides": (2, 2), "pads": (3, 3, 3, 3)},
+    ),
+    "depthwise": ("conv2d_nchwc", [(1, 2, 9, 9, 4), (2, 1, 3, 3, 1, 4)], {**PACKED, "group": 8}),
+    "dense_k16": ("dense", [(6, 16), (12, 16)], {}),
+    "matmul_k8": ("matmul", [(2, 5, 8), (2, 8, 12)], {}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PACKED_CASES))
+def test_packed_kernel_under_qemu(name):
+    from tensorir.ops.kernel import build_kernel
+
+    op, shapes, attrs = PACKED_CASES[name]
+    inputs = [f32(*s) for s in shapes]
+    in_types = [TensorType.of(a) for a in inputs]
+    config = {"algorithm": "winograd4"} if name == "conv3x3_winograd" else None  # too small by default
+    func, spec = build_kernel(op, in_types, dict(attrs), "linux-arm64", config, name, frozenset({1}))
+    args = [spec.transforms[k](a) if k in spec.transforms else a for k, a in enumerate(inputs)]
+    outs = [np.empty(t.shape, np_dtype(t.dtype)) for t in get_op(op).infer(in_types, attrs)]
+    after = run_arm64(func, [*args, *outs, *scratch_arrays(func)])
+    got = after[len(args) : len(args) + len(outs)]
+    for g, want in zip(got, get_op(op).run_reference(inputs, attrs), strict=True):
+        np.testing.assert_allclose(g, want, rtol=1e-4, atol=1e-4, err_msg=name)

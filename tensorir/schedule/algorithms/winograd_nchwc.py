@@ -259,7 +259,11 @@ def schedule_winograd_nchwc(s: Any, outputs: Sequence[Any], target: Any) -> None
     kv_default = max(u for u in kv_choices if u <= max(K_VECTORS, per_blk))
     uu = knob("wino_k_vectors", kv_choices, kv_default)
     kbb = max(1, uu // per_blk)  # output channel blocks per y block
-    cap = max(1, min(ROW_CAP, (target.num_vector_registers - uu - 2) // uu))
+    # NEON: the input channels unrolled by the lanes (fmla by lane) keep that many weight
+    # vectors live beside the accumulators
+    neon_lanes = target.arch == "aarch64" and lanes > 1 and c % lanes == 0 and c > lanes
+    live_w = uu * lanes if neon_lanes else uu
+    cap = max(1, min(ROW_CAP, (target.num_vector_registers - live_w - 2) // uu))
     tyb_choices = [d for d in range(1, th + 1) if th % d == 0]
     tile_bytes = alpha * alpha * uu * kv * elem_bytes(dtype)  # GEMM results of one tile
     tyb_default = max(d for d in tyb_choices if d == 1 or d * tw * tile_bytes <= LOCAL_BYTES)
@@ -295,6 +299,10 @@ def schedule_winograd_nchwc(s: Any, outputs: Sequence[Any], target: Any) -> None
     ato, ati = acc.split(at_, factor=rows)
     aju, ajv = acc.split(aj, factor=kv)
     acc.reorder(ae, af, ab, ato, *acc.op.reduce_axis, ati, aju, ajv)
+    (rc,) = acc.op.reduce_axis
+    if neon_lanes:  # a vector of V per tile feeds `lanes` steps of rc by lane (llvm_expr.py)
+        _, rci = acc.split(rc, factor=lanes)
+        acc.unroll(rci)
     acc.unroll(ati)
     acc.unroll(aju)
     acc.vectorize(ajv)
