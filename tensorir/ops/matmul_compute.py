@@ -227,7 +227,8 @@ def schedule_matmul_block(
     rju, rjv = acc.split(rji, factor=v)
     acc.reorder(*rb, top, rjo, rio, k, rii, rju, rjv)
     lanes = target.vector_lanes(acc.tensor.dtype)
-    if target.arch == "aarch64" and lanes > 1 and k.extent % lanes == 0 and k.extent > lanes:
+    neon = target.arch == "aarch64" and acc.tensor.dtype == "float32"
+    if neon and k.extent % lanes == 0 and k.extent > lanes:
         # NEON: `lanes` steps of k unrolled read each row's A as one vector and feed the
         # FMAs by lane (fmla v.4s, v.4s, v.s[k]; codegen/llvm_expr.py)
         _, ki = acc.split(k, factor=lanes)
