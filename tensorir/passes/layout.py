@@ -3,7 +3,7 @@
     layout = make_layout_pass(target)      # a Pass; x = the target's float32 vector lanes
     changed = layout(g)
 
-Every 2-D float32 conv (group 1, or depthwise) with constant weights becomes a
+Every 2-D float32 or float16 conv (group 1, or depthwise) with constant weights becomes a
 `conv2d_nchwc` (tensorir/ops/layout.py) on packed activations, its weights and bias packed
 here into constants. The packed layout then spreads forward through the ops that have a
 packed form (the op traits `layout` and `pattern`, declared in each op's registration):
@@ -114,7 +114,7 @@ class _Packer:
         x, out = g.type_of(ins[0]), node.outputs[0]
         w = const_of(g, ins[1])
         b = const_of(g, ins[2]) if len(ins) > 2 else None
-        if x.ndim != 4 or x.dtype != "float32" or w is None or (len(ins) > 2 and b is None):
+        if x.ndim != 4 or x.dtype not in ("float32", "float16") or w is None or (len(ins) > 2 and b is None):
             return None
         group, c, m = int(node.attr.get("group", 1)), x.shape[1], out.shape[1]
         depthwise = group == c == m and w.shape[1] == 1 and group > 1

@@ -111,7 +111,8 @@ def test_mobilenet_v2_fp16_on_arm64_computes_in_float16_under_qemu():
     assert _sqnr(a, b) > 40.0  # 51.6 dB measured: sums in float16
     build = compile_model(model, "linux-arm64", precision="fp16")
     assert build.manifest["precision"]["arithmetic"] == "float16 (sums in float16)"
-    convs = [f for f, op in zip(build.kernels, build.ops, strict=True) if op in ("conv", "fused")]
+    assert build.ops.count("layout_transform") == 1  # float16 convs are packed NCHW8c like float32 ones
+    convs = [f for f, op in zip(build.kernels, build.ops, strict=True) if op in ("conv2d_nchwc", "fused")]
     asm = emit_assembly(convs, build.target)
     assert len(re.findall(r"fmla\s+v\d+\.8h", asm)) > 100 and not re.search(r"fmla\s+v\d+\.4s", asm)
 
