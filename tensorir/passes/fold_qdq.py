@@ -1,10 +1,11 @@
-"""fold_qdq: QDQ matrix products -> integer `qdense` / `qconv1x1` (ops/qdense.py, qconv.py).
+"""fold_qdq: QDQ matrix products and convolutions -> integer `qdense` / `qconv1x1` /
+`qdwconv` (ops/qdense.py, qconv.py, qdwconv.py).
 
 The ONNX frontend imports QuantizeLinear / DequantizeLinear as float arithmetic
 (frontend/onnx_quant.py). This pass runs on that form, first among the graph passes, and finds
 
     DQ(x: uint8) --.
-                    matmul / gemm / 1x1 conv --[+ bias]--[relu | clip]--> Q(uint8)
+          matmul / gemm / 1x1 conv / depthwise conv --[+ bias]--[relu | clip]--> Q(uint8)
     DQ(W: int8 constant, zero point 0, per tensor or per output column) --'
 
 with x's and y's scale and zero point per tensor, spelled as the importer writes them:
@@ -12,8 +13,8 @@ with x's and y's scale and zero point per tensor, spelled as the importer writes
     DQ(q)  = mul(sub(cast(q, float32), zp), scale)     (or mul(cast(q), scale) without zp)
     Q(y)   = cast(clip(add(round(div(y, scale)), zp), 0, 255), uint8)
 
-and replaces the Q's result by one qdense node (a pointwise conv: qconv1x1, same operands;
-R = S (Q - Z) throughout):
+and replaces the Q's result by one qdense node (a pointwise conv: qconv1x1, same operands; a
+depthwise one: qdwconv, its padding x's zero point; R = S (Q - Z) throughout):
 
     qdense(x, pack(W), bias_q - x_zp * sum_k W[n, k], x_scale * w_scale[n] / y_scale)
         zero_point = y_zp, clip [max(0, Q(relu / clip min)), min(255, Q(clip max))]
@@ -49,7 +50,7 @@ def has_int8_convs(g: Graph) -> bool:
     """Whether the pass made integer convolutions: the pipeline then keeps activations in
     NCHW (qconv1x1 has no NCHW[x]c form; on MobileNetV2 the uint8 layout transforms around
     it cost 4x the whole int8 model)."""
-    return any(g.node(nid).op == "qconv1x1" for nid in g.op_nodes())
+    return any(g.node(nid).op in ("qconv1x1", "qdwconv") for nid in g.op_nodes())
 
 
 # ---- matching --------------------------------------------------------------------------
@@ -147,7 +148,7 @@ def _weights(g: Graph, v: Value, kind: str) -> tuple[np.ndarray, np.ndarray] | N
         return None
     q, scale, zp = dq
     w = const_value(g, q)
-    if w is None or w.dtype != np.int8 or np.any(zp) or (w.ndim != 2 and kind != "conv"):
+    if w is None or w.dtype != np.int8 or np.any(zp) or (w.ndim != 2 and kind not in ("conv", "dw")):
         return None
     s = np.broadcast_to(scale, w.shape)
     if kind == "kn":
@@ -200,30 +201,43 @@ def _fold(g: Graph, nid: int) -> bool:
     (xq, x_scale, x_zp), (w, w_scale) = x, wts
     acc_scale = np.float32(x_scale.item()) * w_scale
     bias = np.zeros(w.shape[0], np.int64) if bias_v is None else _bias(g, bias_v, acc_scale)
-    if bias is None or w.shape[1] % QUAD:
+    if bias is None or (w.shape[1] % QUAD and kind != "dw"):
         return False
     bias = bias - int(x_zp.item()) * w.astype(np.int64).sum(axis=1)
     if np.any(np.abs(bias) >= 2**31):
         return False
     mult = (acc_scale / np.float32(y_scale)).astype(np.float32)
     attrs = {"zero_point": y_zp, "lo": lo, "hi": hi}
-    emit = _qconv1x1 if kind == "conv" else _qdense
+    if kind == "dw":  # the padding is x's zero point; the weights keep their (KH, KW) taps
+        conv = g.node(y.node).attr
+        attrs |= {
+            "strides": tuple(conv["strides"]),
+            "pads": tuple(conv["pads"]),
+            "x_zero_point": int(x_zp.item()),
+        }
+        w = w.reshape(w.shape[0], *g.type_of(ins[1]).shape[2:])
+    emit = {"conv": _qconv1x1, "dw": _qdwconv}.get(kind, _qdense)
     return replace(g, nid, [emit(g, xq, w, bias.astype(np.int32), mult, attrs)])
 
 
 def _anchor_kind(g: Graph, y: Value) -> str | None:
     """How the product making `y` holds its weights (see _weights), None if not foldable:
-    matmul, gemm without scaling or a transposed left operand, a pointwise 2-D conv."""
+    matmul, gemm without scaling or a transposed left operand, a pointwise 2-D conv ("conv"),
+    a depthwise 2-D conv ("dw")."""
     anchor, ins = g.node(y.node), g.inputs_of(y.node)
     a = anchor.attr
     if anchor.op == "matmul" and len(ins) == 2:
         return "kn"
     if anchor.op == "gemm" and a.get("alpha", 1.0) == 1.0 and a.get("beta", 1.0) == 1.0:
         return None if a.get("trans_a", 0) else ("nk" if a.get("trans_b", 0) else "kn")
-    if anchor.op != "conv" or g.type_of(ins[1]).shape[2:] != (1, 1) or a.get("group", 1) != 1:
+    if anchor.op != "conv" or len(g.type_of(ins[0]).shape) != 4 or tuple(a["dilations"]) != (1, 1):
         return None
-    plain = {"strides": (1, 1), "pads": (0, 0, 0, 0), "dilations": (1, 1)}
-    return "conv" if all(tuple(a.get(k, v)) == v for k, v in plain.items()) else None
+    wshape, channels = g.type_of(ins[1]).shape, g.type_of(ins[0]).shape[1]
+    if a.get("group", 1) == channels == wshape[0] and wshape[1] == 1:
+        return "dw"
+    plain = {"strides": (1, 1), "pads": (0, 0, 0, 0)}
+    pointwise = wshape[2:] == (1, 1) and a.get("group", 1) == 1
+    return "conv" if pointwise and all(tuple(a.get(k, v)) == v for k, v in plain.items()) else None
 
 
 def _qdense(g: Graph, xq: Value, w: np.ndarray, bias: np.ndarray, mult: np.ndarray, attrs: dict) -> Value:
@@ -243,3 +257,8 @@ def _qconv1x1(g: Graph, xq: Value, w: np.ndarray, bias: np.ndarray, mult: np.nda
     vector = "channels" if pixels % BLOCK and w.shape[0] % BLOCK == 0 else "pixels"
     consts = [g.add_const(pack_conv_weights(w, vector)), g.add_const(bias), g.add_const(mult)]
     return add_op(g, "qconv1x1", [xq, *consts], {"vector": vector, **attrs})
+
+
+def _qdwconv(g: Graph, xq: Value, w: np.ndarray, bias: np.ndarray, mult: np.ndarray, attrs: dict) -> Value:
+    consts = [g.add_const(w.astype(np.int32)), g.add_const(bias), g.add_const(mult)]
+    return add_op(g, "qdwconv", [xq, *consts], attrs)

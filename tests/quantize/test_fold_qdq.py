@@ -80,22 +80,29 @@ def _gemm_model(tmp: Path) -> onnx.ModelProto:
 
 
 def _conv_model(tmp: Path) -> onnx.ModelProto:
-    """Pointwise conv + relu (folded), 3x3 conv (float path), pointwise conv (folded)."""
+    """Pointwise conv + relu (folded), depthwise 3x3 stride 2 + clip (folded), 3x3 conv (float
+    path), pointwise conv (folded)."""
     nodes = [
         helper.make_node("Conv", ["x", "w1", "b1"], ["c1"]),
         helper.make_node("Relu", ["c1"], ["r1"]),
-        helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["r1", "wd", "bd"], ["d"], group=24, pads=[1, 1, 1, 1], strides=[2, 2]),
+        helper.make_node("Clip", ["d", "lo", "hi"], ["r2"]),
+        helper.make_node("Conv", ["r2", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1]),
         helper.make_node("Conv", ["c2", "w3", "b3"], ["y"]),
     ]
     inits = {
         "w1": RNG.standard_normal((24, 16, 1, 1)) / 4,
         "b1": RNG.standard_normal(24),
+        "wd": RNG.standard_normal((24, 1, 3, 3)) / 3,
+        "bd": RNG.standard_normal(24),
+        "lo": np.array(0.0),
+        "hi": np.array(6.0),
         "w2": RNG.standard_normal((16, 24, 3, 3)) / 12,
         "b2": RNG.standard_normal(16),
         "w3": RNG.standard_normal((20, 16, 1, 1)) / 4,
         "b3": RNG.standard_normal(20),
     }
-    return _quantized(tmp, nodes, inits, (2, 16, 7, 9), (2, 20, 7, 9))
+    return _quantized(tmp, nodes, inits, (2, 16, 13, 15), (2, 20, 7, 8))
 
 
 def _output_step(model: onnx.ModelProto) -> float:
@@ -105,7 +112,11 @@ def _output_step(model: onnx.ModelProto) -> float:
     return float(inits[dq[0].input[1]])
 
 
-FOLDED = {"_matmul_model": ("qdense(", 1), "_gemm_model": ("qdense(", 2), "_conv_model": ("qconv1x1(", 2)}
+FOLDED = {
+    "_matmul_model": {"qdense(": 1},
+    "_gemm_model": {"qdense(": 2},
+    "_conv_model": {"qconv1x1(": 2, "qdwconv(": 1, " conv(": 1},
+}
 
 
 @pytest.mark.parametrize("make", [_matmul_model, _gemm_model, _conv_model])
@@ -113,8 +124,7 @@ def test_compiled_qdq_model_matches_onnxruntime_within_one_step(tmp_path, make):
     model = make(tmp_path)
     shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
     folded = print_graph(optimize(from_onnx(model), fuse=False, layout=False))
-    op, count = FOLDED[make.__name__]
-    assert folded.count(op) == count
+    assert {op: folded.count(op) for op in FOLDED[make.__name__]} == FOLDED[make.__name__]
     mod = tir.compile(model)
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     step = _output_step(model)

@@ -1,7 +1,8 @@
-"""qdense (ops/qdense.py) and qconv1x1 (ops/qconv.py): the integer kernels against their numpy
-references, bit-exact, on the host (AVX-512 VNNI when the CPU has it), on x86-64 without VNNI
-(the widening fallback), and on linux-arm64 under qemu; `vpdpbusd` in the assembly exactly
-when the target has VNNI."""
+"""qdense (ops/qdense.py), qconv1x1 (ops/qconv.py) and qdwconv (ops/qdwconv.py): the integer
+kernels against their numpy references (the references against plain integer loops),
+bit-exact, on the host (AVX-512 VNNI when the CPU has it), on x86-64 without VNNI (the
+widening fallback), and on linux-arm64 under qemu; `vpdpbusd` in the assembly exactly when
+the target has VNNI."""
 
 from __future__ import annotations
 
@@ -79,6 +80,43 @@ def test_conv_reference_is_the_pointwise_integer_conv():
         assert np.array_equal(get_op("qconv1x1").run_reference(ins, attrs)[0], want)
 
 
+def _dw_case(n: int, c: int, hw: tuple[int, int], k: int, stride: int, pad: int) -> tuple[list, dict]:
+    x = RNG.integers(0, 256, (n, c, *hw), dtype=np.uint8)
+    w = RNG.integers(-128, 128, (c, k, k)).astype(np.int32)
+    bias = RNG.integers(-20000, 20000, c).astype(np.int32)
+    scale = (RNG.random(c) * 4e-3 + 1e-3).astype(np.float32)
+    attrs = {"strides": (stride, stride), "pads": (pad,) * 4, "x_zero_point": 9}
+    attrs |= {"zero_point": int(RNG.integers(0, 256)), "lo": 2, "hi": 251}
+    return [x, w, bias, scale], attrs
+
+
+DW_CASES = [(1, 16, (14, 14), 3, 1, 1), (2, 8, (15, 17), 3, 2, 1), (1, 24, (7, 7), 5, 1, 2)]
+
+
+@pytest.mark.parametrize("case", DW_CASES)
+def test_depthwise_reference_is_the_padded_integer_window_sum(case):
+    ins, attrs = _dw_case(*case)
+    x, w, bias, scale = ins
+    k, s, p = case[3:]
+    xp = np.pad(x.astype(np.int64), ((0, 0), (0, 0), (p, p), (p, p)), constant_values=9)
+    oh, ow = (xp.shape[2] - k) // s + 1, (xp.shape[3] - k) // s + 1
+    acc = np.zeros((x.shape[0], x.shape[1], oh, ow), np.int64) + bias[:, None, None]
+    for i in range(k):
+        for j in range(k):
+            acc += xp[:, :, i : i + s * oh : s, j : j + s * ow : s] * w[None, :, i, j, None, None]
+    y = np.rint(acc.astype(np.float32) * scale[:, None, None]) + attrs["zero_point"]
+    want = np.clip(y, 2, 251).astype(np.uint8)
+    assert np.array_equal(get_op("qdwconv").run_reference(ins, attrs)[0], want)
+
+
+@pytest.mark.parametrize("target", ["host", "x86_64-v3"])
+@pytest.mark.parametrize("case", DW_CASES)
+def test_depthwise_kernel_is_bit_exact(target, case):
+    ins, attrs = _dw_case(*case)
+    want = get_op("qdwconv").run_reference(ins, attrs)[0]
+    np.testing.assert_array_equal(run_op("qdwconv", ins, attrs, target=target)[0], want)
+
+
 @pytest.mark.parametrize("target", ["host", "x86_64-v3"])
 @pytest.mark.parametrize(
     ("shape", "vector"),
@@ -124,9 +162,14 @@ def test_vpdpbusd_exactly_with_vnni(case):
 
 
 @pytest.mark.arm64
-@pytest.mark.parametrize("op", ["qdense", "qconv1x1"])
+@pytest.mark.parametrize("op", ["qdense", "qconv1x1", "qdwconv"])
 def test_arm64_fallback_under_qemu(op):
-    ins, attrs = _case(6, 32, 24, lo=3) if op == "qdense" else _conv_case(1, 16, (4, 4), 24, "pixels")
+    cases = {
+        "qdense": lambda: _case(6, 32, 24, lo=3),
+        "qconv1x1": lambda: _conv_case(1, 16, (4, 4), 24, "pixels"),
+        "qdwconv": lambda: _dw_case(1, 8, (9, 9), 3, 2, 1),
+    }
+    ins, attrs = cases[op]()
     func = op_kernel(op, [TensorType.of(a) for a in ins], attrs, "linux-arm64")
     want = get_op(op).run_reference(ins, attrs)[0]
     got = run_arm64(func, [*ins, np.empty_like(want), *scratch_arrays(func)])[len(ins)]
