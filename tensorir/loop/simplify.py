@@ -141,6 +141,8 @@ def _linear(m: Match) -> Expr | None:
 
 def _merge_divmod(terms: dict[Expr, int]) -> int:
     """(x//c)*c*k + (x%c)*k -> x*k, in place on a linear form; returns the constant added."""
+    while _merge_digit(terms):
+        pass
     added = 0
     for t in list(terms):
         if not (isinstance(t, BinOp) and t.op == "//" and isinstance(t.b, Const)) or t not in terms:
@@ -156,6 +158,26 @@ def _merge_divmod(terms: dict[Expr, int]) -> int:
                 terms[a] = terms.get(a, 0) + coeff * k
             added += cst * k
     return added
+
+
+def _merge_digit(terms: dict[Expr, int]) -> bool:
+    """(x//c)%m*c*k + (x%c)*k -> x%(c*m)*k in place (the digit of x in base c above the low
+    one joins it: a fused NCHW index becomes the flat one); True if it merged a pair."""
+    for t, coeff in list(terms.items()):
+        if not (isinstance(t, BinOp) and t.op == "%" and isinstance(t.b, Const)):
+            continue
+        d = t.a
+        if not (isinstance(d, BinOp) and d.op == "//" and isinstance(d.b, Const)):
+            continue
+        c, m = d.b.value, t.b.value
+        low = BinOp("%", d.a, d.b)
+        k = terms.get(low, 0)
+        if isinstance(c, int) and isinstance(m, int) and c > 0 and m > 0 and k and coeff == k * c:
+            del terms[t], terms[low]
+            wide = BinOp("%", d.a, Const(c * m, d.b.dtype))
+            terms[wide] = terms.get(wide, 0) + k
+            return True
+    return False
 
 
 def _is_mod_multiple(e: Expr, c: Any) -> bool:

@@ -6,9 +6,10 @@ kernel, strides, pads; dilation 1) on NCHW activations (passes/fold_qdq.py):
 
 xp is x padded with `x_zero_point` (the quantized zero, so the padding adds nothing once the
 bias carries - x_zp * sum_taps w[c, tap], as for qdense). x: uint8 (N, C, H, W); w: the int8
-weights widened to int32 at compile time, (C, KH, KW), so the kernel's multiply-adds are plain
-int32 lane operations (no reduction over channels for a dot-product instruction to use);
-bias int32 / scale float32 (C,); `zero_point` / `lo` / `hi` as in qdense (ops/qdense.py).
+weights as float32 integers, (C, KH, KW), at most MAX_TAPS taps, so the kernel's sums are
+exact float32 FMAs (qdwconv_compute.py; no reduction over channels for a dot-product
+instruction to use); bias int32 / scale float32 (C,); `zero_point` / `lo` / `hi` as in qdense
+(ops/qdense.py).
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from tensorir.ops.infer import Types
 from tensorir.ops.qdense import requantize_ref
 from tensorir.ops.registry import register_op
 
+MAX_TAPS = 2**24 // (255 * 128)  # taps whose uint8 x int8 sum float32 holds exactly (514)
+
 
 def _infer(ins: Types, attrs: dict[str, Any]) -> Types:
     if len(ins) != 4:
@@ -33,8 +36,10 @@ def _infer(ins: Types, attrs: dict[str, Any]) -> Types:
     if x.dtype != "uint8" or x.ndim != 4:
         raise ShapeError(f"qdwconv x must be uint8 (N, C, H, W), got {x}")
     c = x.shape[1]
+    if w.ndim == 3 and w.shape[1] * w.shape[2] > MAX_TAPS:
+        raise ShapeError(f"qdwconv: {w.shape[1]}x{w.shape[2]} taps exceed {MAX_TAPS}, float32 sums lose bits")
     want = [
-        ("w", w, "int32", (c, *w.shape[1:])),
+        ("w", w, "float32", (c, *w.shape[1:])),
         ("bias", bias, "int32", (c,)),
         ("scale", scale, "float32", (c,)),
     ]

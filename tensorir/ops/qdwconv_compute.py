@@ -4,8 +4,15 @@ schedule_windowed: per (image, channel, row chunk), the output row vectorized, a
 in registers; its knobs window_row_chunk / window_vectors / window_rows are the tuner's).
 
     qdwconv_pad[b, c, h, w] = x[b, c, h - top, w - left], x_zero_point outside
-    qdwconv_acc[b, c, o]    = sum_taps int32(qdwconv_pad[b, c, o*s + tap]) * w[c, tap]
-    qdwconv[b, c, o]        = requantize(qdwconv_acc[b, c, o] + bias[c])
+    qdwconv_acc[b, c, o]    = sum_taps float32(qdwconv_pad[b, c, o + tap]) * w[c, tap]   (stride 1)
+    qdwconv[b, c, o]        = requantize(int32(qdwconv_acc[b, c, o]) + bias[c])
+
+With strides the padded input is split by stride phase (`_phases`), so each tap of a
+strided window reads a contiguous row instead of every s-th byte. The window sums run in
+float32 FMAs, which are exact here: every product is an integer below
+255 * 128 in magnitude and a sum of at most MAX_TAPS of them stays below 2^24 (float32's
+integer range), so the int32 it is cast back to is the integer sum (and vector FMAs are
+cheaper than int32 multiplies). ops/qdwconv.py takes the weights as float32 for that.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ from tensorir.ops.nn_compute import (
 from tensorir.ops.qdense_compute import requantize
 from tensorir.ops.registry import register_compute
 from tensorir.schedule.schedule import Schedule
-from tensorir.schedule.te import Tensor, compute, reduce_axis, sum_
+from tensorir.schedule.te import Tensor, all_, cast, compute, if_then_else, reduce_axis, sum_
 from tensorir.target import Target
 
 
@@ -36,6 +43,22 @@ def schedule_qdwconv(s: Schedule, outputs: Sequence[Tensor], target: Target) -> 
     if pad is not None:
         schedule_pad(pad)
     schedule_windowed(s, next(st for st in s.stages if st.is_output), acc, target)
+
+
+def _phases(
+    x: Tensor, strides: Sequence[int], pads: Sequence[int], ks: Sequence[int], out: Sequence[int], fill: int
+) -> Tensor:
+    """The padded input split by stride phase, so a strided window reads contiguous rows:
+    qdwconv_pad[b, c, p, q, i, j] = padded x[b, c, i*s0 + p, j*s1 + q] (fill outside x)."""
+    (s0, s1), (h, w) = strides, x.shape[2:]
+    rows, cols = out[0] + (ks[0] - 1) // s0, out[1] + (ks[1] - 1) // s1
+
+    def body(b: Expr, ch: Expr, p: Expr, q: Expr, i: Expr, j: Expr) -> Expr:
+        r, t = i * s0 + p - pads[0], j * s1 + q - pads[1]
+        inside = all_(r >= 0, r < h, t >= 0, t < w)
+        return if_then_else(inside, x[b, ch, r, t], Const(fill, "uint8"))
+
+    return compute((*x.shape[:2], s0, s1, rows, cols), body, name="qdwconv_pad")
 
 
 @register_compute("qdwconv", schedule=schedule_qdwconv)
@@ -55,13 +78,22 @@ def qdwconv_compute(
     n, c = x.shape[:2]
     ks = w.shape[1:]
     out = out_spatial(x.shape[2:], ks, strides, pads, (1, 1))
-    need = [(out[d] - 1) * strides[d] + ks[d] for d in range(2)]
-    xp = pad_spatial(x, pads[:2], need, Const(x_zero_point, "uint8"), "qdwconv_pad")
     rk = [reduce_axis(k, f"r{d}") for d, k in enumerate(ks)]
+    if tuple(strides) == (1, 1):
+        need = [out[d] + ks[d] - 1 for d in range(2)]
+        xp = pad_spatial(x, pads[:2], need, Const(x_zero_point, "uint8"), "qdwconv_pad")
+
+        def pixel(b: Expr, ch: Expr, oh: Expr, ow: Expr) -> Expr:
+            return xp[b, ch, oh + rk[0], ow + rk[1]]
+    else:
+        xs = _phases(x, strides, pads, ks, out, x_zero_point)
+
+        def pixel(b: Expr, ch: Expr, oh: Expr, ow: Expr) -> Expr:
+            (s0, s1), (r0, r1) = strides, rk
+            return xs[b, ch, r0 % s0, r1 % s1, oh + r0 // s0, ow + r1 // s1]
 
     def window(b: Expr, ch: Expr, oh: Expr, ow: Expr) -> Expr:
-        pix = load(xp, (b, ch, oh * strides[0] + rk[0], ow * strides[1] + rk[1]), "int32")
-        return sum_(pix * w[ch, rk[0], rk[1]], axis=rk)
+        return sum_(cast(pixel(b, ch, oh, ow), "float32") * w[ch, rk[0], rk[1]], axis=rk)
 
     acc = compute((n, c, *out), window, name="qdwconv_acc")
     return compute(

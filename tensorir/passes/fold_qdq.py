@@ -35,6 +35,7 @@ import numpy as np
 from tensorir.graph.graph import Graph, Value
 from tensorir.ops.qconv import pack_conv_weights
 from tensorir.ops.qdense import BLOCK, QUAD, pack_weights
+from tensorir.ops.qdwconv import MAX_TAPS
 from tensorir.ops.registry import get_op
 from tensorir.passes import add_op, replace, rewrite, single_use
 
@@ -217,7 +218,8 @@ def _fold(g: Graph, nid: int) -> bool:
         }
         w = w.reshape(w.shape[0], *g.type_of(ins[1]).shape[2:])
     emit = {"conv": _qconv1x1, "dw": _qdwconv}.get(kind, _qdense)
-    return replace(g, nid, [emit(g, xq, w, bias.astype(np.int32), mult, attrs)])
+    out = emit(g, xq, w, bias.astype(np.int32), mult, attrs)
+    return out is not None and replace(g, nid, [out])
 
 
 def _anchor_kind(g: Graph, y: Value) -> str | None:
@@ -259,6 +261,10 @@ def _qconv1x1(g: Graph, xq: Value, w: np.ndarray, bias: np.ndarray, mult: np.nda
     return add_op(g, "qconv1x1", [xq, *consts], {"vector": vector, **attrs})
 
 
-def _qdwconv(g: Graph, xq: Value, w: np.ndarray, bias: np.ndarray, mult: np.ndarray, attrs: dict) -> Value:
-    consts = [g.add_const(w.astype(np.int32)), g.add_const(bias), g.add_const(mult)]
+def _qdwconv(
+    g: Graph, xq: Value, w: np.ndarray, bias: np.ndarray, mult: np.ndarray, attrs: dict
+) -> Value | None:
+    if w.shape[1] * w.shape[2] > MAX_TAPS:  # beyond float32's exact integer sums
+        return None
+    consts = [g.add_const(w.astype(np.float32)), g.add_const(bias), g.add_const(mult)]
     return add_op(g, "qdwconv", [xq, *consts], attrs)

@@ -64,6 +64,9 @@ f32 = "float32"
         ((n + 1) // 6 * 6 + (n + 1) % 6 + j, "n + j + 1"),  # (x//c)*c + x%c -> x
         (n % 49 // 7 * 7 + n % 7, "n%49"),  # (x%(c*k))//c*c + x%c -> x%(c*k)
         (n % 50 // 7 * 7 + n % 7, "n%50//7*7 + n%7"),  # 7 does not divide 50: kept
+        (n // 12 * 12 + n // 4 % 3 * 4 + n % 4, "n"),  # a fused (.., 3, 4) index: flat again
+        (n // 4 % 3 * 4 + n % 4, "n%12"),  # (x//c)%m*c + x%c -> x%(c*m)
+        (n // 4 % 3 * 8 + n % 4, "n//4%3*8 + n%4"),  # coefficients that do not line up: kept
         (n // 1, "n"),
         (n % 1, "0"),
         (BinOp("min", i, j + 4), "i"),  # min/max of provable ranges

@@ -82,7 +82,7 @@ def test_conv_reference_is_the_pointwise_integer_conv():
 
 def _dw_case(n: int, c: int, hw: tuple[int, int], k: int, stride: int, pad: int) -> tuple[list, dict]:
     x = RNG.integers(0, 256, (n, c, *hw), dtype=np.uint8)
-    w = RNG.integers(-128, 128, (c, k, k)).astype(np.int32)
+    w = RNG.integers(-128, 128, (c, k, k)).astype(np.float32)
     bias = RNG.integers(-20000, 20000, c).astype(np.int32)
     scale = (RNG.random(c) * 4e-3 + 1e-3).astype(np.float32)
     attrs = {"strides": (stride, stride), "pads": (pad,) * 4, "x_zero_point": 9}
@@ -103,7 +103,10 @@ def test_depthwise_reference_is_the_padded_integer_window_sum(case):
     acc = np.zeros((x.shape[0], x.shape[1], oh, ow), np.int64) + bias[:, None, None]
     for i in range(k):
         for j in range(k):
-            acc += xp[:, :, i : i + s * oh : s, j : j + s * ow : s] * w[None, :, i, j, None, None]
+            acc += (
+                xp[:, :, i : i + s * oh : s, j : j + s * ow : s]
+                * w.astype(np.int64)[None, :, i, j, None, None]
+            )
     y = np.rint(acc.astype(np.float32) * scale[:, None, None]) + attrs["zero_point"]
     want = np.clip(y, 2, 251).astype(np.uint8)
     assert np.array_equal(get_op("qdwconv").run_reference(ins, attrs)[0], want)

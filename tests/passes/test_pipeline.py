@@ -76,12 +76,12 @@ def test_debug_level_2_prints_each_pass_and_marks_unchanged(monkeypatch, capsys)
     lines = [line.removeprefix("[tir] ") for line in err.splitlines() if line.startswith("[tir]")]
     stages = [line.split(":")[0] for line in lines]
     round2 = [p + " (round 2)" for p in PASSES[:5]]
-    assert stages == [*PASSES[:5], *round2, *PASSES[5:], "layout", "fuse ops"]
+    assert stages == ["fold qdq", *PASSES[:5], *round2, *PASSES[5:], "layout", "fuse ops"]
     unchanged = [line.split(":")[0] for line in lines if line.endswith("(unchanged)")]
-    # round 1: canonicalize rewrote the gemm, fold batchnorm folded into the dense;
-    # round 2 found nothing; dead code removed the exp, cse merged the reshapes;
-    # layout found no conv; fuse ops fused dense + add + relu
-    assert unchanged == ["fold constants", "simplify", "transpose sink", *round2, "layout"]
+    # fold qdq found no quantized product; round 1: canonicalize rewrote the gemm, fold
+    # batchnorm folded into the dense; round 2 found nothing; dead code removed the exp, cse
+    # merged the reshapes; layout found no conv; fuse ops fused dense + add + relu
+    assert unchanged == ["fold qdq", "fold constants", "simplify", "transpose sink", *round2, "layout"]
     assert err.count("graph mlp(") == len(stages) - len(unchanged)  # only changed passes print
     assert "dense(%x, %c16)" in err
 
