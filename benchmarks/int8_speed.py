@@ -9,7 +9,7 @@ others are zoo models (benchmarks/zoo.py). Calibration: 8 zoo sample inputs. The
 runs interleave in blocks (benchmarks/compare.py: _interleaved), medians reported, with the
 load average beside them (the machine is shared). Also printed: the largest difference of the
 two int8 outputs in quantization steps of the output, and how many integer kernels (qdense,
-qconv1x1) tensorir's int8 build holds (the QDQ products it turned into integer code).
+qconv1x1, qdwconv) tensorir's int8 build holds (the QDQ ops it turned into integer code).
 """
 
 from __future__ import annotations
@@ -107,17 +107,20 @@ def bench(name: str, threads: int, runs: int, warmup: int) -> dict:
         "ort_fp32_ms": times[2] * 1e3,
         "ort_int8_ms": times[3] * 1e3,
         "int8_max_diff_steps": float(np.abs(got - want).max() / step) if step else float("nan"),
-        "int8_kernels": sum(k.startswith(("qdense", "qconv1x1")) for k in kernels),
+        "int8_kernels": sum(k.startswith(("qdense", "qconv1x1", "qdwconv")) for k in kernels),
     }
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("cases", nargs="*", default=list(CASES), choices=[[], *CASES])
+    ap.add_argument("cases", nargs="*", help=f"some of {', '.join(CASES)} (default: all)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
     args = ap.parse_args(argv)
+    unknown = sorted(set(args.cases) - set(CASES))
+    if unknown:
+        ap.error(f"unknown case(s) {unknown}; known: {', '.join(CASES)}")
     print(f"load average before: {os.getloadavg()}")
     head = ("case", "tir_fp32_ms", "tir_int8_ms", "ort_fp32_ms", "ort_int8_ms")
     head += ("int8_max_diff_steps", "int8_kernels")
