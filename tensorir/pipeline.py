@@ -18,8 +18,9 @@ A compile (`compile_model`, then `write_build`), stage by stage:
 
 Graph passes (tensorir/passes/, one file each; API in passes/__init__.py):
 
-    fold_qdq         QDQ uint8 x int8 matmul / gemm / 1x1 conv (+ bias, relu) -> integer qdense /
-                     qconv1x1 (once, first; with int8 convs the layout pass stays off by default)
+    fold_qdq         QDQ uint8 x int8 matmul / gemm / 1x1 / depthwise conv (+ bias, relu, clip) ->
+                     integer qdense / qconv1x1 / qdwconv (once, first; with int8 convs the
+                     layout pass stays off by default)
     canonicalize     gemm/matmul -> dense, sub/div by constants -> add/mul, no identity
     fold_constants   nodes with constant inputs -> constants (numpy references)
     fold_batchnorm   batch_norm -> into conv/dense weights, else mul + add
