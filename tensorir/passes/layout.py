@@ -215,13 +215,31 @@ class _Packer:
         want = self.block_of(cb * b)
         return v if want == b else add_op(self.g, "concat_packed", [v], {"block": want})
 
+    def feeds_packed_op(self, v: Value) -> bool:
+        """Whether `v`, through elementwise ops, reaches an op that works on packed tensors
+        (a conv, pool, concat, ...): else packing it only trades one unpack for several."""
+        g, seen, todo = self.g, set(), [v]
+        while todo:
+            for nid, _ in g.consumers(todo.pop()):
+                op = g.node(nid).op
+                if nid in seen:
+                    continue
+                seen.add(nid)
+                if is_elementwise(op):
+                    todo.extend(Value(nid, i) for i in range(len(g.node(nid).outputs)))
+                elif layout_rule(op) or op in (*SPATIAL_REDUCTIONS, "concat", "resize", "split", "slice"):
+                    return True
+        return False
+
     def split(self, nid: int) -> list[Value] | None:
-        """A split along channels at multiples of the input's block: the same split of the
-        packed channel-block axis."""
+        """A split along channels at multiples of the input's block, one of whose parts goes on
+        to a packed op: the same split of the packed channel-block axis."""
         g, node = self.g, self.g.node(nid)
         (x,) = g.inputs_of(nid)
         if x not in self.packed or node.outputs[0].ndim != 4 or node.attr["axis"] != 1:
             return None
+        if not any(self.feeds_packed_op(Value(nid, i)) for i in range(len(node.outputs))):
+            return None  # a detection head's split before reshapes: one unpack of the input
         b = g.type_of(self.packed[x]).shape[4]
         sizes = tuple(int(s) for s in node.attr["sizes"])
         if any(s % b for s in sizes):
@@ -311,6 +329,9 @@ class _Packer:
                 if old not in self.packed:
                     continue  # max_pool's unread indices
                 new = self.packed[old]
+                if g.node(new.node).op == "concat_packed" and len(g.inputs_of(new.node)) == 1:
+                    unpacks.append(new.node)  # a split part's relayout: unpack its source instead
+                    new = g.inputs_of(new.node)[0]
                 src = tag(g.type_of(new).shape[-1])
                 back = add_op(g, "layout_transform", [new], {"src": src, "dst": "NCHW"})
                 g.replace_uses(old, back)

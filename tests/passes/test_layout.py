@@ -374,6 +374,37 @@ def test_split_off_the_blocks_still_unpacks():
     assert_same_results(g, packed, rtol=1e-4, atol=1e-4)
 
 
+def test_split_for_a_head_unpacks_once():
+    """A split whose parts go (through elementwise ops) only to reshapes, as in a detection
+    head, unpacks its input once and splits NCHW: packed, it would trade that one unpack for
+    one per part. A part that goes on to a graph output is unpacked from the split's own block,
+    not through a relayout to its block first."""
+    g = Graph("head")
+    x = g.add_input("x", TensorType((1, 3, 6, 6)))
+    (c,) = g.add_node("conv", [x, const(g, (6, 3, 3, 3), 1)], CONV)
+    p, q = g.add_node("split", [c], {"axis": 1, "sizes": (2, 4)})
+    (s,) = g.add_node("sigmoid", [p])
+    (rp,) = g.add_node("reshape", [s], {"shape": (1, 2, 36)})
+    (rq,) = g.add_node("reshape", [q], {"shape": (1, 4, 36)})
+    g.set_outputs([("cls", rp), ("box", rq)])
+    packed = copy_graph(g)
+    make_layout_pass("linux-arm64")(packed)
+    text = str(packed)
+    print(text)
+    assert "sizes=(2,4) : f32[1,2,6,6], f32[1,4,6,6]" in text and _ops(packed)["layout_transform"] == 1, text
+    assert_same_results(g, packed, rtol=1e-4, atol=1e-4)
+
+    (t,) = g.add_node("conv", [p, const(g, (4, 2, 3, 3), 2)], CONV)  # now one part feeds a conv
+    g.set_outputs([("cls", rp), ("box", q), ("t", t)])
+    packed = copy_graph(g)
+    make_layout_pass("linux-arm64")(packed)
+    text = str(packed)
+    print(text)
+    assert "sizes=(1,2) : f32[1,1,6,6,2], f32[1,2,6,6,2]" in text and "concat_packed" not in text, text
+    assert "dst=NCHW src=NCHW2c : f32[1,4,6,6]" in text  # the box part, from the split's block
+    assert_same_results(g, packed, rtol=1e-4, atol=1e-4)
+
+
 def _split_slice_model() -> onnx.ModelProto:
     """conv (24 channels: NCHW8c on AVX-512 / AVX2) -> Split 8 + 16 (the 16: block 16 on
     AVX-512) -> conv each -> Slice channels 8:24 of one -> HardSwish -> Concat -> Resize x2."""
