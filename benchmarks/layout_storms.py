@@ -8,9 +8,10 @@ onnxruntime, untuned, on one thread.
 A model is a trained model from the wild (benchmarks/wild.py: fetched with pip into .wild/,
 fed a synthetic document page) or a zoo model (benchmarks/zoo.py: built, fed its seeded
 sample inputs). Per model: the kernels of one run, the `layout_transform` kernels among them
-and their share of the per-kernel profile (`tir run --profile`'s medians), and tensorir /
-onnxruntime whole-model medians of interleaved rounds (ratio below 1: tensorir faster). Two
-threads mean something only on an idle machine: this runs at one.
+and their share of the per-kernel profile (`tir run --profile`'s medians), the share of the
+concat kernels (copies: no producer writes into its slice of a concat's output yet), and
+tensorir / onnxruntime whole-model medians of interleaved rounds (ratio below 1: tensorir
+faster). Two threads mean something only on an idle machine: this runs at one.
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ def measure(name: str, rounds: int) -> dict[str, float]:
     prof = mod.profile(feeds)
     total = sum(p["seconds"] for p in prof)
     lt = [p["seconds"] for p in prof if p["op"] == "layout_transform"]
+    cat = [p["seconds"] for p in prof if p["op"] in ("concat", "concat_packed")]
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = 1
     sess = ort.InferenceSession(blob, opts, providers=["CPUExecutionProvider"])
@@ -76,6 +78,7 @@ def measure(name: str, rounds: int) -> dict[str, float]:
         "kernels": len(prof),
         "layout_transforms": len(lt),
         "transform_share": sum(lt) / total if total else 0.0,
+        "concat_share": sum(cat) / total if total else 0.0,
         "tensorir_ms": ms[0],
         "onnxruntime_ms": ms[1],
         "ratio": ms[0] / ms[1],
@@ -90,12 +93,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--rounds", type=int, default=20)
     args = p.parse_args(argv)
     models = list(args.models) + (ZOO_DEFAULT if args.zoo else [])
-    head = f"{'model':<18} {'kernels':>7} {'transforms':>10} {'share':>6}"
+    head = f"{'model':<18} {'kernels':>7} {'transforms':>10} {'share':>6} {'concat':>6}"
     print(head + f" {'tensorir ms':>11} {'ort ms':>8} {'ratio':>6} {'max err':>8}", flush=True)
     for name in models or WILD_DEFAULT:
         r = measure(name, args.rounds)
         print(
             f"{name:<18} {r['kernels']:>7} {r['layout_transforms']:>10} {r['transform_share']:>6.1%} "
+            f"{r['concat_share']:>6.1%} "
             f"{r['tensorir_ms']:>11.2f} {r['onnxruntime_ms']:>8.2f} {r['ratio']:>6.2f} {r['err']:>8.1e}",
             flush=True,
         )
