@@ -1,14 +1,15 @@
 """The 8-bit dot product intrinsic `dot4_u8s8` -> LLVM IR.
 
     dot4_u8s8(a0, a1, a2, a3, w) : int32 = sum_i zext(a_i) * sext(byte i of w)
+    dot4_u8s8(a, w)              : the same with a_i = byte i of the int32 a
 
-`a0..a3` are four uint8 activations (usually one broadcast per vector), `w` an int32 lane
-holding four int8 weights, little-endian. An accumulation `acc + dot4_u8s8(...)` over int32
-lanes is one instruction on x86 with AVX-512 VNNI: `vpdpbusd` (llvm.x86.avx512.vpdpbusd.512
-for 16 lanes, .256 / .128 with AVX-512 VL for 8 / 4), u8 x s8 products in groups of four
-added into each int32 lane. Without VNNI (or on another architecture) the same sum is spelled
-out with widening multiplies and adds; LLVM picks what the target has (pmaddubsw-free: the
-products of u8 by s8 can reach 2 * 255 * 128 and would saturate an int16 pair sum).
+`a0..a3` are four uint8 activations (usually one broadcast per vector), or `a` an int32 lane
+holding them packed; `w` an int32 lane holding four int8 weights, little-endian. An
+accumulation `acc + dot4_u8s8(...)` over int32 lanes is one instruction on x86 with AVX-512
+VNNI: `vpdpbusd` (llvm.x86.avx512.vpdpbusd.512 for 16 lanes, .256 / .128 with AVX-512 VL for
+8 / 4), u8 x s8 products in groups of four added into each int32 lane. Without VNNI (or on
+another architecture) the same sum is spelled out with widening multiplies and adds, which
+LLVM turns into what the target has (vpmaddwd on AVX-512 / AVX2).
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ def is_dot4(e: ir.Expr) -> bool:
 
 def _quad(em: ExprEmitter, args: tuple[ir.Expr, ...]) -> Val:
     """The four uint8 activations as one int32 (byte i = a_i), computed once per broadcast."""
+    if len(args) == 1:  # packed already
+        return em.expr(args[0])
     lanes = max(a.lanes for a in args)
     scalar = all(isinstance(a, ir.Broadcast) or a.lanes == 1 for a in args)
     word: Val | None = None
@@ -48,10 +51,10 @@ def _quad(em: ExprEmitter, args: tuple[ir.Expr, ...]) -> Val:
 
 def emit_dot4(em: ExprEmitter, call: ir.Call, acc: Val | None) -> Val:
     """acc + dot4_u8s8(call.args) (acc None: zero), one vpdpbusd where the target has it."""
-    if len(call.args) != 5 or call.dtype != "int32":
-        raise TirError(f"{DOT4} takes four uint8 values and one int32, giving int32; got {call}")
-    a = _quad(em, call.args[:4])
-    w = em.expr(call.args[4])
+    if len(call.args) not in (2, 5) or call.dtype != "int32":
+        raise TirError(f"{DOT4} takes four uint8 values (or one int32) and one int32; got {call}")
+    a = _quad(em, call.args[:-1])
+    w = em.expr(call.args[-1])
     lanes = max(a.lanes, w.lanes, acc.lanes if acc else 1)
     a, w = em.splat(a, lanes), em.splat(w, lanes)
     acc = em.splat(acc if acc is not None else Val("0", "int32"), lanes)

@@ -90,10 +90,18 @@ _CMPS = {
     "!=": operator.ne,
 }
 _erf = np.vectorize(math.erf, otypes=[np.float64])
-def _dot4_u8s8(a0: Any, a1: Any, a2: Any, a3: Any, w: Any) -> Any:
-    quads = np.asarray(w, np.int32)[..., None].view(np.int8).reshape(*np.shape(w), 4).astype(np.int64)
-    acts = [np.asarray(a, np.int64) for a in (a0, a1, a2, a3)]
-    return sum(a * quads[..., i] for i, a in enumerate(acts))
+def _dot4_u8s8(*args: Any) -> Any:
+    """(a0, a1, a2, a3, w) or (a, w): sum_i uint8 a_i (byte i of a) * int8 byte i of w."""
+    *acts, w = args
+
+    def bytes_of(v: Any, dtype: type) -> np.ndarray:
+        return np.asarray(v, np.int32)[..., None].view(dtype).reshape(*np.shape(v), 4).astype(np.int64)
+
+    quads = bytes_of(w, np.int8)
+    if len(acts) == 1:
+        a = bytes_of(acts[0], np.uint8)
+        acts = [a[..., i] for i in range(4)]
+    return sum(np.asarray(a, np.int64) * quads[..., i] for i, a in enumerate(acts))
 
 
 _INTRINSICS: dict[str, Callable[..., Any]] = {

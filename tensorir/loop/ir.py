@@ -224,7 +224,8 @@ INTRINSICS = (
     "e8m0_nearest",
     # the argument's bits as the call's type_ (same width; LLVM bitcast, ONNX BitCast)
     "bitcast",
-    # (uint8 a0..a3, int32 w) -> int32: sum_i a_i * (int8 byte i of w); acc + dot4_u8s8 is one
+    # (uint8 a0..a3, int32 w) or (int32 a, int32 w) -> int32: sum_i a_i * (int8 byte i of w),
+    # a_i the uint8 byte i of a in the second form; acc + dot4_u8s8 is one
     # AVX-512 VNNI vpdpbusd lane (tensorir/codegen/llvm_dot.py)
     "dot4_u8s8",
 )

@@ -1,8 +1,9 @@
 """Compute definition of `qconv1x1` (ops/qconv.py): the blocked matrix product of
 matmul_compute.py with the output channels as rows and the pixels as columns.
 
+    qconv1x1_x[b, cq, p]  = x[b, 4cq .. 4cq+3, p] as the bytes of one int32 (a pass over x)
     qconv1x1_bt[o, cq]    = w[o, cq]              (inlined; w[o // 16, cq, o % 16] for "channels")
-    qconv1x1_acc[b, o, p] = sum_cq dot4_u8s8(x[b, 4cq, p], .., x[b, 4cq+3, p], qconv1x1_bt[o, cq])
+    qconv1x1_acc[b, o, p] = sum_cq dot4_u8s8(qconv1x1_x[b, cq, p], qconv1x1_bt[o, cq])
     qconv1x1[b, o, h, w]  = requantize(qconv1x1_acc[b, o, h W + w] + bias[o])
 
 (vector="channels": the accumulator is (b, p, o), the same sum, the roles of the operands
@@ -11,10 +12,9 @@ below swapped: one pixel's four channel bytes broadcast, 16 output channels' pac
 The accumulator runs over the pixels flattened (p = h W + w), and the schedule fuses the
 output's (h, w) to match, so the dequantize that follows (and anything elementwise after it)
 fuses into the output stage while the columns stay long enough to vectorize on 7x7 maps too.
-With the pixels vectorized, the four channel rows are four contiguous uint8 vectors that the
-code generator interleaves into words of four bytes (one per lane), shared by the MR output
-channels of the register tile; each output channel broadcasts its packed weight word, and the
-update is one vpdpbusd on AVX-512 VNNI (codegen/llvm_dot.py).
+With the pixels vectorized, each step of the reduction loads one vector of 16 packed pixels
+(shared by the MR output channels of the register tile), each output channel broadcasts its
+packed weight word, and the update is one vpdpbusd on AVX-512 VNNI (codegen/llvm_dot.py).
 """
 
 from __future__ import annotations
@@ -22,27 +22,39 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import tensorir.ops.qconv  # noqa: F401  (the reference registers the op first)
-from tensorir.loop.ir import Expr
+from tensorir.loop.ir import BinOp, Const, Expr
 from tensorir.ops.matmul_compute import schedule_matmul_block
-from tensorir.ops.nn_compute import inline_elementwise, load, stage_named
+from tensorir.ops.nn_compute import inline_elementwise, load, schedule_copy, stage_named
 from tensorir.ops.qdense import BLOCK, QUAD
 from tensorir.ops.qdense_compute import dot4, requantize
 from tensorir.ops.registry import register_compute
 from tensorir.schedule.schedule import Schedule
-from tensorir.schedule.te import Tensor, compute, reduce_axis, sum_
+from tensorir.schedule.te import Tensor, cast, compute, reduce_axis, sum_
 from tensorir.target import Target
 
 
 def schedule_qconv1x1(s: Schedule, outputs: Sequence[Tensor], target: Target) -> None:
     """The blocked matmul schedule (weights read in place) on (batch, rows, columns) of the
     accumulator: (Cout, H x W fused) for vector="pixels", (H x W fused, Cout) for "channels"."""
-    acc, bt = stage_named(s, "qconv1x1_acc"), stage_named(s, "qconv1x1_bt")
-    inline_elementwise(s, keep=[bt])
+    acc, bt, xw = (stage_named(s, f"qconv1x1_{part}") for part in ("acc", "bt", "x"))
+    inline_elementwise(s, keep=[bt, xw])
+    schedule_copy(xw, target)
     y = next(st for st in s.stages if st.is_output)
     b, o, h, w = y.op.axis
     hw = y.fuse(h, w)
     rows, cols = (o, hw) if acc.tensor.shape[1] == o.extent else (hw, o)
     schedule_matmul_block(s, y, ([b], rows, cols), acc, bt, target, pack_b=False)
+
+
+def _word(x: Tensor, b: Expr, q: Expr, j: Expr) -> Expr:
+    """Channels 4q .. 4q+3 of pixel j of x as one int32, channel 4q + t in byte t."""
+    width = x.shape[3]
+    word = None
+    for t in range(QUAD):
+        v = cast(x[b, q * QUAD + t, j // width, j % width], "int32")
+        v = BinOp("shl", v, Const(8 * t, "int32")) if t else v
+        word = v if word is None else BinOp("or", word, v)
+    return word
 
 
 @register_compute("qconv1x1", schedule=schedule_qconv1x1)
@@ -55,13 +67,13 @@ def qconv1x1_compute(
         bt = compute((cout, c // QUAD), lambda o, q: w[o // BLOCK, q, o % BLOCK], name="qconv1x1_bt")
     else:
         bt = compute(w.shape, lambda o, q: w[o, q], name="qconv1x1_bt")
+    pixels = height * width
+    xw = compute((n, c // QUAD, pixels), lambda b, q, j: _word(x, b, q, j), name="qconv1x1_x")
     cq = reduce_axis(c // QUAD, "cq")
 
     def dot(b: Expr, o: Expr, j: Expr) -> Expr:
-        acts = tuple(x[b, cq * QUAD + t, j // width, j % width] for t in range(QUAD))
-        return sum_(dot4(acts, bt[o, cq]), axis=cq)
+        return sum_(dot4((xw[b, cq, j],), bt[o, cq]), axis=cq)
 
-    pixels = height * width
     if vector == "channels":
         acc = compute((n, pixels, cout), lambda b, j, o: dot(b, o, j), name="qconv1x1_acc")
     else:

@@ -15,6 +15,7 @@ import pytest
 from tensorir.codegen import emit_assembly
 from tensorir.codegen.link import run_arm64
 from tensorir.graph.types import TensorType
+from tensorir.loop.interp import run
 from tensorir.ops.kernel import kernel_space, op_kernel, run_op, scratch_arrays
 from tensorir.ops.qconv import pack_conv_weights
 from tensorir.ops.qdense import pack_weights, unpack_weights
@@ -143,6 +144,18 @@ def test_tuning_knobs_keep_the_kernel_exact(op):
     assert config != {k.name: k.default for k in knobs.values()}
     got = run_op(op, ins, attrs, target="host", config=config)[0]
     np.testing.assert_array_equal(got, get_op(op).run_reference(ins, attrs)[0])
+
+
+@pytest.mark.parametrize("op", ["qdense", "qconv1x1"])
+def test_loop_interpreter_agrees(op):
+    """The loop IR interpreter's dot4_u8s8 (both forms: four uint8 values, or one packed
+    word) computes the same kernel as the reference."""
+    ins, attrs = _case(3, 8, 16) if op == "qdense" else _conv_case(1, 8, (4, 4), 16, "pixels")
+    func = op_kernel(op, [TensorType.of(a) for a in ins], attrs, "host")
+    want = get_op(op).run_reference(ins, attrs)[0]
+    args = [*ins, np.zeros_like(want), *scratch_arrays(func)]
+    run(func, args)
+    np.testing.assert_array_equal(args[len(ins)], want)
 
 
 def _types(m: int, k: int, n: int) -> list[TensorType]:
