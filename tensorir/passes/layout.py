@@ -28,7 +28,8 @@ Packed operands of an elementwise op may broadcast over batch and space (a squee
 scale (N, C, 1, 1) against (N, C, H, W)).
 
 A `layout_transform` back to NCHW is inserted only where a packed value meets an op
-without a packed form (flatten, reshape, dense, ...) or a graph output, once per value.
+without a packed form (flatten, reshape, dense, ...) or a graph output, once per value (a
+reshape, a view, for NCHW1c).
 
 The channel block of a tensor with C channels is the largest power of two <= x that
 divides C (16 for 64 channels on AVX-512, 8 for 24, 1 for 3), so no channel is padded and
@@ -332,8 +333,11 @@ class _Packer:
                 if g.node(new.node).op == "concat_packed" and len(g.inputs_of(new.node)) == 1:
                     unpacks.append(new.node)  # a split part's relayout: unpack its source instead
                     new = g.inputs_of(new.node)[0]
-                src = tag(g.type_of(new).shape[-1])
-                back = add_op(g, "layout_transform", [new], {"src": src, "dst": "NCHW"})
+                t = g.type_of(new)
+                if t.shape[-1] == 1:  # NCHW1c is NCHW with a unit axis: a view, no copy kernel
+                    back = add_op(g, "reshape", [new], {"shape": t.shape[:4]})
+                else:
+                    back = add_op(g, "layout_transform", [new], {"src": tag(t.shape[-1]), "dst": "NCHW"})
                 g.replace_uses(old, back)
                 unpacks.append(back.node)
         for nid in reversed(self.replaced):

@@ -467,3 +467,35 @@ def test_compiled_unpack_matches_reference(shape):
     x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
     (got,) = run_op("layout_transform", [x], {"src": f"NCHW{shape[4]}c", "dst": "NCHW"}, target="host")
     np.testing.assert_array_equal(got, unpack_array(x))
+
+
+def test_unpacking_block_one_is_a_view():
+    """A packed value of an odd channel count (11 classes: NCHW1c) read by a reshape, as in a
+    detection head, is unpacked by a reshape (a view): no layout_transform kernel."""
+    ort = pytest.importorskip("onnxruntime")
+    rng = np.random.default_rng(0)
+    shapes = {"w1": (16, 3, 3, 3), "w2": (11, 16, 1, 1)}
+    inits = [
+        numpy_helper.from_array((rng.standard_normal(s) * 0.3).astype(np.float32), n)
+        for n, s in shapes.items()
+    ]
+    inits.append(numpy_helper.from_array(np.array([1, 11, -1], np.int64), "shape"))
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["c1", "w2"], ["c2"]),
+        helper.make_node("Reshape", ["c2", "shape"], ["y"]),
+    ]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 11, 64])
+    model = helper.make_model(
+        helper.make_graph(nodes, "head", [x], [y], inits), opset_imports=[helper.make_opsetid("", 17)]
+    )
+    g = optimize(from_onnx(model), fuse=False)
+    assert _ops(g)["layout_transform"] == 0 and "reshape(%" in str(g) and "f32[1,11,8,8,1]" in str(g), str(g)
+    mod = tir.compile(model)
+    assert [k["op"] for k in mod.manifest["kernels"]] == ["conv2d_nchwc", "conv2d_nchwc"]
+    feeds = {"x": rng.standard_normal((1, 3, 8, 8)).astype(np.float32)}
+    (want,) = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, feeds
+    )
+    np.testing.assert_allclose(mod.run(feeds)[0], want, rtol=1e-4, atol=1e-5)
