@@ -3,6 +3,7 @@
     python -m benchmarks.arm64_mca                       # every kernel, cortex-a76 and cortex-a55
     python -m benchmarks.arm64_mca --only conv1x1 --cpu cortex-a55 --show   # + the loop's assembly
     python -m benchmarks.arm64_mca --json out.json
+    python -m benchmarks.arm64_mca --dtype float16      # as --precision fp16 builds them
 
 Kernels: the hot workloads of the zoo (MobileNetV2-224, ResNet-18, the BERT encoder) as
 `tir compile --target linux-arm64` lowers them without tuning records: the same algorithm
@@ -25,6 +26,10 @@ scalar float arithmetic and no vector arithmetic (scalar tails), `other loops' s
 stack slots its other innermost loops both store and load per iteration (spill and reload,
 e.g. in Winograd's transforms; a copy-out reading a local buffer is not counted). `spills` of
 the hot loop are all its stack loads and stores: in the FMA block every one is a cost.
+
+`--dtype float16` builds the same kernels as `--precision fp16` does on these cores: float16
+operands, float16 sums (`half_sums`), packed blocks of 8 channels (fmla on .8h, 8 lanes).
+`MAC/cycle` (multiply-adds per cycle: FMAs x lanes / cycles) compares the two dtypes.
 
 The LLVM 14 models are coarse: cortex-a76 is cortex-a57's model (one 128-bit fmla per cycle;
 the real A76 issues two), cortex-a55's is in order (two per cycle in the model, one load per
@@ -111,6 +116,7 @@ class LoopStats:
     rthroughput: float  # llvm-mca Block RThroughput
     ideal: float  # (fmla + fmul) x fma_cycles(cpu)
     peak_pct: float  # 100 x ideal / cycles
+    macs_per_cycle: float  # (fmla + fmul) x lanes / cycles
     bcast: dict[str, int]
     scalar_loops: int
     other_spills: int  # stack slots stored and reloaded per iteration in the other loops
@@ -196,11 +202,11 @@ def classify(body: list[str]) -> dict[str, Any]:
             stores += n * (not is_load)
             if re.search(r"\[(sp|x29)\b", ins):
                 spills += n
-            if is_load and re.match(r"^ld(r|ur|p)\s+s\d+", ins):
+            if is_load and re.match(r"^ld(r|ur|p)\s+[sh]\d+", ins):
                 bcast["ldr_s"] += n
         if op in ("ld1r", "dup"):
             bcast[op] += 1
-        if op in ("fmla", "fmls", "fmul") and re.search(r"\.s\[\d\]", ins):
+        if op in ("fmla", "fmls", "fmul") and re.search(r"\.[sh]\[\d\]", ins):
             bcast["lane"] += 1
     fmla = sum(_mnemonic(i) == "fmla" for i in body)
     fmul = sum(_mnemonic(i) == "fmul" and bool(_VECTOR.search(i)) for i in body)
@@ -239,19 +245,36 @@ def fma_cycles(cpu: str) -> float:
 
 
 # ---- kernels -----------------------------------------------------------------------------
-def kernel_asm(name: str, cpu: str) -> tuple[str, str]:
-    """(assembly, algorithm) of a KERNELS entry built for linux-arm64:CPU, default schedule."""
+def kernel_asm(name: str, cpu: str, dtype: str = "float32") -> tuple[str, str]:
+    """(assembly, algorithm) of a KERNELS entry built for linux-arm64:CPU, default schedule;
+    float16: channel blocks of 8 and float16 sums, as --precision fp16 builds it."""
     from tensorir.codegen import emit_assembly
     from tensorir.ops.kernel import build_kernel
+    from tensorir.ops.nn_compute import half_sums
 
     op, shapes, attrs, _ = KERNELS[name]
     target = f"linux-arm64:{cpu}"
-    types = [TensorType(s, "float32") for s in shapes]
-    func, spec = build_kernel(op, types, dict(attrs), target, None, f"k_{name}", frozenset({1}))
+    if dtype == "float16" and op == "conv2d_nchwc":
+        shapes, attrs = _blocks_of_8(shapes, attrs)
+    types = [TensorType(s, dtype) for s in shapes]
+    with half_sums(dtype == "float16"):
+        func, spec = build_kernel(op, types, dict(attrs), target, None, f"k_{name}", frozenset({1}))
     return emit_assembly(func, target), spec.algorithm or "-"
 
 
-def analyze(asm: str, cpu: str, kernel: str = "", algorithm: str = "-") -> LoopStats:
+def _blocks_of_8(shapes: list[tuple[int, ...]], attrs: dict[str, Any]) -> tuple[list, dict]:
+    """NCHW4c conv shapes re-blocked to NCHW8c: x (N, C/4, H, W, 4), w (M/4, C/4 | 1, kh, kw,
+    4 | 1, 4) -> blocks of 8 (a block of 1 input channel, the stem's or depthwise's, stays)."""
+    (n, c, h, w, ib), (m, wc, kh, kw, wi, ob) = shapes
+    cin = c * ib // 8 if ib == 4 else c
+    ib8 = 8 if ib == 4 else ib
+    wc8 = wc * wi // 8 if wi == 4 else wc
+    x = (n, cin, h, w, ib8)
+    wt = (m * ob // 8, wc8, kh, kw, 8 if wi == 4 else wi, 8)
+    return [x, wt], attrs
+
+
+def analyze(asm: str, cpu: str, kernel: str = "", algorithm: str = "-", lanes: int = 4) -> LoopStats:
     hot, body = hot_loop(asm)
     c = classify(body)
     m = run_mca(body, cpu)
@@ -270,6 +293,7 @@ def analyze(asm: str, cpu: str, kernel: str = "", algorithm: str = "-") -> LoopS
         rthroughput=m["rthroughput"],
         ideal=round(ideal, 2),
         peak_pct=round(100 * ideal / m["cycles"], 1) if m["cycles"] else 0.0,
+        macs_per_cycle=round((c["fmla"] + c["fmul"]) * lanes / m["cycles"], 2) if m["cycles"] else 0.0,
         bcast={k: v for k, v in c["bcast"].items() if v},
         scalar_loops=count_scalar_loops(asm),
         other_spills=other_spills(asm, hot),
@@ -281,14 +305,14 @@ def _row(s: LoopStats) -> str:
     fm = f"+{s.fmul}" if s.fmul else ""
     return (
         f"| {s.kernel} | {s.algorithm} | {s.insts} | {s.fmla}{fm} | {s.loads}/{s.stores} | {s.spills} "
-        f"| {s.cycles:g} | {s.rthroughput:g} | {s.ideal:g} | {s.peak_pct:g}% | {bc} "
+        f"| {s.cycles:g} | {s.rthroughput:g} | {s.ideal:g} | {s.peak_pct:g}% | {s.macs_per_cycle:g} | {bc} "
         f"| {s.scalar_loops} | {s.other_spills} |"
     )
 
 
 HEADER = (
     "| kernel | algorithm | insts | fmla(+fmul) | ld/st | spills | cycles/iter | RThroughput | ideal "
-    "| % peak | bcast | scalar loops | other loops' spills |\n" + "|---" * 13 + "|"
+    "| % peak | MAC/cycle | bcast | scalar loops | other loops' spills |\n" + "|---" * 14 + "|"
 )
 
 
@@ -298,14 +322,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cpu", nargs="*", choices=CPUS, default=list(CPUS))
     ap.add_argument("--show", action="store_true", help="print each hot loop's assembly")
     ap.add_argument("--json", type=Path, help="write the rows here")
+    ap.add_argument(
+        "--dtype", choices=["float32", "float16"], default="float32", help="float16: as --precision fp16"
+    )
     args = ap.parse_args(argv)
     rows = []
     for cpu in args.cpu:
         print(f"\n{cpu}: model cycles per 128-bit fmla {fma_cycles(cpu):g} (llvm-mca, LLVM 14)\n")
         print(HEADER)
         for name in args.only or KERNELS:
-            asm, algo = kernel_asm(name, cpu)
-            s = analyze(asm, cpu, name, algo)
+            asm, algo = kernel_asm(name, cpu, args.dtype)
+            s = analyze(asm, cpu, name, algo, 8 if args.dtype == "float16" else 4)
             rows.append(s)
             print(_row(s))
             if args.show:

@@ -144,14 +144,15 @@ class ExprEmitter(NarrowEmitter):
     def _lane_splat(self, e: ir.Broadcast) -> Val | None:
         """AArch64: a broadcast of buf[q*L + k] (L lanes fill a register, L | buf.size) as
         lane k of the vector load buf[q*L : q*L + L]: the loads of k = 0..L-1 merge into
-        one and the splats become fmla by element (`fmla v.4s, v.4s, v.s[k]`)."""
+        one and the splats become fmla by element (`fmla v.4s, v.4s, v.s[k]`; float16: .8h, h[k])."""
         from tensorir.loop.arith import to_linear
 
         v, n = e.value, e.count
         if self.ctx.target.arch != "aarch64" or not isinstance(v, ir.Load) or v.lanes != 1:
             return None
         buf = v.buffer
-        if buf.dtype != "float32" or n * 32 != self.ctx.target.vector_bits or buf.size % n:
+        bits = {"float32": 32, "float16": 16}.get(buf.dtype)
+        if bits is None or n * bits != self.ctx.target.vector_bits or buf.size % n:
             return None
         terms, c = to_linear(v.index)
         if any(k % n for k in terms.values()):

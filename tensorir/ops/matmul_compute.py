@@ -227,7 +227,7 @@ def schedule_matmul_block(
     rju, rjv = acc.split(rji, factor=v)
     acc.reorder(*rb, top, rjo, rio, k, rii, rju, rjv)
     lanes = target.vector_lanes(acc.tensor.dtype)
-    neon = target.arch == "aarch64" and acc.tensor.dtype == "float32"
+    neon = target.arch == "aarch64" and acc.tensor.dtype in ("float32", "float16")
     if neon and k.extent % lanes == 0 and k.extent > lanes:
         # NEON: `lanes` steps of k unrolled read each row's A as one vector and feed the
         # FMAs by lane (fmla v.4s, v.4s, v.s[k]; codegen/llvm_expr.py)
