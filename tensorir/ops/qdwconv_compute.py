@@ -1,18 +1,19 @@
-"""Compute definition of `qdwconv` (ops/qdwconv.py): the `spatial` form of conv_compute.py
-in int32 lanes, with the windowed schedule of depthwise float convs (nn_compute.py:
-schedule_windowed: per (image, channel, row chunk), the output row vectorized, a few rows
-in registers; its knobs window_row_chunk / window_vectors / window_rows are the tuner's).
+"""Compute definition of `qdwconv` (ops/qdwconv.py): the `spatial` form of conv_compute.py,
+with the windowed schedule of depthwise float convs (nn_compute.py: schedule_windowed: per
+(image, channel, row chunk), the output row vectorized, a few rows in registers; its knobs
+window_row_chunk / window_vectors / window_rows and pad_at are the tuner's).
 
-    qdwconv_pad[b, c, h, w] = x[b, c, h - top, w - left], x_zero_point outside
-    qdwconv_acc[b, c, o]    = sum_taps float32(qdwconv_pad[b, c, o + tap]) * w[c, tap]   (stride 1)
+    qdwconv_pad[b, c, h, w] = float32(x[b, c, h - top, w - left]), x_zero_point outside
+    qdwconv_acc[b, c, o]    = sum_taps qdwconv_pad[b, c, o + tap] * w[c, tap]        (stride 1)
     qdwconv[b, c, o]        = requantize(int32(qdwconv_acc[b, c, o]) + bias[c])
 
-With strides the padded input is split by stride phase (`_phases`), so each tap of a
-strided window reads a contiguous row instead of every s-th byte. The window sums run in
-float32 FMAs, which are exact here: every product is an integer below
-255 * 128 in magnitude and a sum of at most MAX_TAPS of them stays below 2^24 (float32's
-integer range), so the int32 it is cast back to is the integer sum (and vector FMAs are
-cheaper than int32 multiplies). ops/qdwconv.py takes the weights as float32 for that.
+The padding stage converts each input byte to float32 once (by default per row chunk, inside
+the parallel loop, so the rows stay in cache), not once per tap. With strides it also splits
+the input by stride phase (`_phases`), so each tap of a strided window reads a contiguous row
+instead of every s-th element. The window sums run in float32 FMAs, which are exact here:
+every product is an integer below 255 * 128 in magnitude and a sum of at most MAX_TAPS of
+them stays below 2^24 (float32's integer range), so the int32 it is cast back to is the
+integer sum. ops/qdwconv.py takes the weights as float32 integers for that.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from tensorir.ops.nn_compute import (
     inline_elementwise,
     load,
     pad_spatial,
-    schedule_pad,
+    place_pad,
     schedule_windowed,
     stage_named,
 )
@@ -39,10 +40,9 @@ from tensorir.target import Target
 
 def schedule_qdwconv(s: Schedule, outputs: Sequence[Tensor], target: Target) -> None:
     acc, pad = stage_named(s, "qdwconv_acc"), stage_named(s, "qdwconv_pad")
-    inline_elementwise(s, keep=[pad] if pad is not None else [])
-    if pad is not None:
-        schedule_pad(pad)
-    schedule_windowed(s, next(st for st in s.stages if st.is_output), acc, target)
+    inline_elementwise(s, keep=[pad])
+    y = next(st for st in s.stages if st.is_output)
+    place_pad(pad, y, schedule_windowed(s, y, acc, target), chunk_default=True)
 
 
 def _phases(
@@ -56,7 +56,7 @@ def _phases(
     def body(b: Expr, ch: Expr, p: Expr, q: Expr, i: Expr, j: Expr) -> Expr:
         r, t = i * s0 + p - pads[0], j * s1 + q - pads[1]
         inside = all_(r >= 0, r < h, t >= 0, t < w)
-        return if_then_else(inside, x[b, ch, r, t], Const(fill, "uint8"))
+        return if_then_else(inside, cast(x[b, ch, r, t], "float32"), Const(float(fill), "float32"))
 
     return compute((*x.shape[:2], s0, s1, rows, cols), body, name="qdwconv_pad")
 
@@ -81,7 +81,8 @@ def qdwconv_compute(
     rk = [reduce_axis(k, f"r{d}") for d, k in enumerate(ks)]
     if tuple(strides) == (1, 1):
         need = [out[d] + ks[d] - 1 for d in range(2)]
-        xp = pad_spatial(x, pads[:2], need, Const(x_zero_point, "uint8"), "qdwconv_pad")
+        xf = compute(x.shape, lambda *i: cast(x[i], "float32"), name="qdwconv_float")  # inlined
+        xp = pad_spatial(xf, pads[:2], need, Const(float(x_zero_point), "float32"), "qdwconv_pad")
 
         def pixel(b: Expr, ch: Expr, oh: Expr, ow: Expr) -> Expr:
             return xp[b, ch, oh + rk[0], ow + rk[1]]
@@ -93,7 +94,7 @@ def qdwconv_compute(
             return xs[b, ch, r0 % s0, r1 % s1, oh + r0 // s0, ow + r1 // s1]
 
     def window(b: Expr, ch: Expr, oh: Expr, ow: Expr) -> Expr:
-        return sum_(cast(pixel(b, ch, oh, ow), "float32") * w[ch, rk[0], rk[1]], axis=rk)
+        return sum_(pixel(b, ch, oh, ow) * w[ch, rk[0], rk[1]], axis=rk)
 
     acc = compute((n, c, *out), window, name="qdwconv_acc")
     return compute(
