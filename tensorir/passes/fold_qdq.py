@@ -212,8 +212,8 @@ def _fold(g: Graph, nid: int) -> bool:
     if kind == "dw":  # the padding is x's zero point; the weights keep their (KH, KW) taps
         conv = g.node(y.node).attr
         attrs |= {
-            "strides": tuple(conv["strides"]),
-            "pads": tuple(conv["pads"]),
+            "strides": tuple(conv.get("strides", (1, 1))),
+            "pads": tuple(conv.get("pads", (0, 0, 0, 0))),
             "x_zero_point": int(x_zp.item()),
         }
         w = w.reshape(w.shape[0], *g.type_of(ins[1]).shape[2:])
@@ -232,7 +232,11 @@ def _anchor_kind(g: Graph, y: Value) -> str | None:
         return "kn"
     if anchor.op == "gemm" and a.get("alpha", 1.0) == 1.0 and a.get("beta", 1.0) == 1.0:
         return None if a.get("trans_a", 0) else ("nk" if a.get("trans_b", 0) else "kn")
-    if anchor.op != "conv" or len(g.type_of(ins[0]).shape) != 4 or tuple(a["dilations"]) != (1, 1):
+    if (
+        anchor.op != "conv"
+        or len(g.type_of(ins[0]).shape) != 4
+        or tuple(a.get("dilations", (1, 1))) != (1, 1)
+    ):
         return None
     wshape, channels = g.type_of(ins[1]).shape, g.type_of(ins[0]).shape[1]
     if a.get("group", 1) == channels == wshape[0] and wshape[1] == 1:
