@@ -314,7 +314,8 @@ class _Packer:
             return
         if new is not None:
             news = new if isinstance(new, list) else [new]
-            inherit_name(self.g, nid, news[0])
+            if op not in ("split", "slice"):  # those named their own node, not a part's relayout
+                inherit_name(self.g, nid, news[0])
             for i, v in enumerate(news):
                 self.packed[Value(nid, i)] = v
             self.replaced.append(nid)
