@@ -76,7 +76,8 @@ def test_run_time_trip_count_imports_as_one_loop_node_with_its_body_graph():
     lines = [line.strip() for line in text.splitlines()]
     assert "%5 = add(%w, %w) : f32[2,3]" in lines
     assert any(line.startswith("%6 = loop(%M, %c0, %x, %5, %limit) body=body") for line in lines), text
-    head = "graph lp.body(%iter: i64[], %cond: bool[], %carried0: f32[2,3], %capture0: f32[2,3], %capture1: f32[]) {"
+    params = "%iter: i64[], %cond: bool[], %carried0: f32[2,3], %capture0: f32[2,3], %capture1: f32[]"
+    head = f"graph lp.body({params}) {{"
     assert any(line.endswith(head) for line in lines), text
     assert "%6 = mul(%carried0, %capture0) : f32[2,3]" in lines
     assert "return %9 as cond, %7 as carried0" in lines

@@ -8,7 +8,7 @@ from tensorir.ops.registry import all_ops
 # op -> why no kernel computes it
 WITHOUT_COMPUTE = {
     "dropout": "training-mode dropout draws numpy's seeded random mask; inference dropout is identity",
-    "loop": "its body is a graph compiled as a model of its own, run by a loop of the entry (compiler_loop.py)",
+    "loop": "its body is a graph of its own, compiled as a model and run in a loop of the entry",
 }
 
 

@@ -39,8 +39,22 @@ ANCHORS = {
     "avg_pool",
     "global_avg_pool",
     "global_max_pool",
+    "qdense",  # the int8 products (passes/fold_qdq.py): their requantize is an epilogue
+    "qconv1x1",
+    "qdwconv",
 }
-TUNABLE = {"conv", "conv2d_nchwc", "dense", "matmul", "gemm", "max_pool", "avg_pool"}
+TUNABLE = {
+    "conv",
+    "conv2d_nchwc",
+    "dense",
+    "matmul",
+    "gemm",
+    "max_pool",
+    "avg_pool",
+    "qdense",
+    "qconv1x1",
+    "qdwconv",
+}
 RNG = np.random.default_rng(0)
 
 
