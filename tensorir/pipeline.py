@@ -20,7 +20,8 @@ Graph passes (tensorir/passes/, one file each; API in passes/__init__.py):
 
     fold_qdq         QDQ uint8 x int8 matmul / gemm / 1x1 / depthwise conv (+ bias, relu, clip) ->
                      integer qdense / qconv1x1 / qdwconv (once, first; with int8 convs the
-                     layout pass stays off by default)
+                     layout pass stays off by default; on ARM with dotprod the products read
+                     x - 128 for sdot, the bias making up for it)
     canonicalize     gemm/matmul -> dense, sub/div by constants -> add/mul, no identity
     fold_constants   nodes with constant inputs -> constants (numpy references)
     fold_batchnorm   batch_norm -> into conv/dense weights, else mul + add
@@ -101,7 +102,8 @@ def optimize(
     fp16 where the target computes in float16); `precision` "fp16": float32 tensors become
     float16 (passes/precision.py; the ops kept in float32 are listed in `float32_ops`)."""
     g = copy_graph(g)
-    run(fold_qdq, g, "fold qdq")  # QDQ matmul / gemm -> integer qdense, on the importer's form
+    # QDQ matmul / gemm / conv -> integer qdense / qconv1x1 / qdwconv, on the importer's form
+    run(lambda graph: fold_qdq(graph, target), g, "fold qdq")
     for round_ in range(1, MAX_ROUNDS + 1):
         tag = "" if round_ == 1 else f" (round {round_})"
         changed = run(canonicalize, g, "canonicalize" + tag)

@@ -63,8 +63,11 @@ class Target:
         return "android" in self.triple
 
     def has_feature(self, feature: str) -> bool:
-        """True when '+feature' is in the feature string (NEON is implied on aarch64)."""
+        """True when '+feature' is in the feature string (NEON is implied on aarch64, and
+        fullfp16 / dotprod on the ARMv8.2 cores, whose -mcpu implies them)."""
         if self.arch == "aarch64" and feature in ("neon", "fma", "fp-armv8"):
+            return True
+        if self.arch == "aarch64" and feature in ("fullfp16", "dotprod") and self.cpu.startswith(ARMV82_CPUS):
             return True
         return f"+{feature}" in self.features.split(",")
 
@@ -142,6 +145,16 @@ _ARM64 = {
 }
 
 ARM64_CPUS = ("cortex-a76", "cortex-a55")  # the first is the default of an arm64 target
+# ARMv8.2-A and later cores LLVM knows: their -mcpu implies +fullfp16 and +dotprod
+ARMV82_CPUS = (
+    "cortex-a55",
+    "cortex-a75",
+    "cortex-a76",
+    "cortex-a77",
+    "cortex-a78",
+    "cortex-x1",
+    "neoverse-n1",
+)
 
 _V2 = "+sse,+sse2,+sse3,+ssse3,+sse4.1,+sse4.2,+popcnt,+cx16,+sahf"
 _V3 = _V2 + ",+avx,+avx2,+fma,+f16c,+bmi,+bmi2,+lzcnt,+movbe,+xsave"

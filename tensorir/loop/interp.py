@@ -90,8 +90,11 @@ _CMPS = {
     "!=": operator.ne,
 }
 _erf = np.vectorize(math.erf, otypes=[np.float64])
-def _dot4_u8s8(*args: Any) -> Any:
-    """(a0, a1, a2, a3, w) or (a, w): sum_i uint8 a_i (byte i of a) * int8 byte i of w."""
+
+
+def _dot4(*args: Any, act: type = np.uint8) -> Any:
+    """(a0, a1, a2, a3, w) or (a, w): sum_i a_i (byte i of a, as `act`) * int8 byte i of w;
+    the a_i bytes read as `act` too (dot4_s8s8: int8)."""
     *acts, w = args
 
     def bytes_of(v: Any, dtype: type) -> np.ndarray:
@@ -99,8 +102,10 @@ def _dot4_u8s8(*args: Any) -> Any:
 
     quads = bytes_of(w, np.int8)
     if len(acts) == 1:
-        a = bytes_of(acts[0], np.uint8)
+        a = bytes_of(acts[0], act)
         acts = [a[..., i] for i in range(4)]
+    else:
+        acts = [np.asarray(a, np.int64).astype(act).astype(np.int64) for a in acts]
     return sum(np.asarray(a, np.int64) * quads[..., i] for i, a in enumerate(acts))
 
 
@@ -120,7 +125,8 @@ _INTRINSICS: dict[str, Callable[..., Any]] = {
     "pow": np.power,
     "sin": np.sin,
     "cos": np.cos,
-    "dot4_u8s8": _dot4_u8s8,
+    "dot4_u8s8": _dot4,
+    "dot4_s8s8": lambda *args: _dot4(*args, act=np.int8),
 }
 
 

@@ -226,8 +226,10 @@ INTRINSICS = (
     "bitcast",
     # (uint8 a0..a3, int32 w) or (int32 a, int32 w) -> int32: sum_i a_i * (int8 byte i of w),
     # a_i the uint8 byte i of a in the second form; acc + dot4_u8s8 is one
-    # AVX-512 VNNI vpdpbusd lane (tensorir/codegen/llvm_dot.py)
+    # AVX-512 VNNI vpdpbusd lane (tensorir/codegen/llvm_dot.py); dot4_s8s8 the same with
+    # the a_i signed bytes: ARM's sdot (+dotprod)
     "dot4_u8s8",
+    "dot4_s8s8",
 )
 
 

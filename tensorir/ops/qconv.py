@@ -10,7 +10,7 @@ the axis the kernel vectorizes (attribute `vector`): "pixels" (H x W a multiple 
 C/4), one word per output channel broadcast against 16 pixels of four channels (one vpdpbusd);
 "channels" (7x7, 14x14 maps): qdense's (Cout/16, C/4, 16) blocks, the four channels of one
 pixel broadcast against 16 output channels. bias / scale / zero_point /
-lo / hi as in qdense (ops/qdense.py), per output channel.
+lo / hi / x_offset as in qdense (ops/qdense.py), per output channel.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import numpy as np
 from tensorir.errors import ShapeError
 from tensorir.graph.types import TensorType
 from tensorir.ops.infer import Types
-from tensorir.ops.qdense import BLOCK, QUAD, pack_weights, requantize_ref, unpack_weights
+from tensorir.ops.qdense import BLOCK, QUAD, check_x_offset, pack_weights, requantize_ref, unpack_weights
 from tensorir.ops.registry import register_op
 
 VECTOR = ("pixels", "channels")
@@ -47,6 +47,7 @@ def _infer(ins: Types, attrs: dict[str, Any]) -> Types:
         raise ShapeError(f"qconv1x1 x must be uint8 (N, C, H, W) with C a multiple of {QUAD}, got {x}")
     if attrs["vector"] not in VECTOR:
         raise ShapeError(f"qconv1x1 vector={attrs['vector']!r} is not one of {VECTOR}")
+    check_x_offset("qconv1x1", attrs)
     cout, cq = bias.shape[0], x.shape[1] // QUAD
     wshape = (-(-cout // BLOCK), cq, BLOCK) if attrs["vector"] == "channels" else (cout, cq)
     want = [("w", w, "int32", wshape), ("bias", bias, "int32", (cout,)), ("scale", scale, "float32", (cout,))]
@@ -71,11 +72,12 @@ def qconv1x1(
     zero_point: int,
     lo: int,
     hi: int,
+    x_offset: int = 0,
 ) -> np.ndarray:
     cout = bias.shape[0]
     if vector == "channels":
         wide = unpack_weights(w, cout).astype(np.int64)
     else:
         wide = np.ascontiguousarray(w).view(np.int8).astype(np.int64)  # (Cout, C)
-    acc = np.einsum("oc,nchw->nohw", wide, x.astype(np.int64)) + bias[:, None, None]
+    acc = np.einsum("oc,nchw->nohw", wide, x.astype(np.int64) - x_offset) + bias[:, None, None]
     return requantize_ref(acc, scale[:, None, None], zero_point, lo, hi)

@@ -10,6 +10,10 @@ loop reads one vector at a time (`pack_weights`):
 
     w[nb, kq, l] = W[16 nb + l, 4 kq : 4 kq + 4] as little-endian int8 bytes    (N/16, K/4, 16)
 
+With attribute `x_offset` 128 (the builds for ARM's sdot, signed x signed bytes) the product
+reads x - 128 (x xor 0x80 as int8) and the bias holds + 128 * sum_k W[n, k] to make up for it,
+the same acc; 0 (the default) reads x as it is. `sdot_offset(target)` says which a target uses.
+
 bias: int32 (N,) (the input zero point folded in: bias - x_zp * sum_k W[n, k]); scale:
 float32 (N,) (x_scale * w_scale[n] / y_scale). Attributes: `n` (N, the packing pads it to a
 multiple of 16), `zero_point` (y's), `lo` / `hi` (the clip: 0 / 255, or tighter for a fused
@@ -28,9 +32,30 @@ from tensorir.errors import ShapeError
 from tensorir.graph.types import TensorType
 from tensorir.ops.infer import Types
 from tensorir.ops.registry import register_op
+from tensorir.target import Target
 
 BLOCK = 16  # output columns per packed block (one AVX-512 int32 vector)
 QUAD = 4  # int8 values per int32 word (one vpdpbusd group)
+X_OFFSETS = (0, 128)  # x_offset: x as uint8, or x - 128 as int8 (sdot)
+
+
+def sdot_offset(target: Target) -> int:
+    """The x_offset the integer ops take for `target`: 128 where their products run on ARM's
+    sdot (aarch64 with dotprod, codegen/llvm_dot.py), else 0."""
+    return 128 if target.kind == "llvm" and target.arch == "aarch64" and target.has_feature("dotprod") else 0
+
+
+def offset_bias(bias: np.ndarray, w: np.ndarray, x_offset: int) -> np.ndarray:
+    """The bias of an op reading x - x_offset: bias + x_offset * sum_k W[n, k] (int64)."""
+    return bias.astype(np.int64) + x_offset * w.astype(np.int64).reshape(w.shape[0], -1).sum(axis=1)
+
+
+def check_x_offset(op: str, attrs: Mapping[str, Any]) -> int:
+    """The op's x_offset attribute (0 when absent), one of X_OFFSETS."""
+    x_offset = int(attrs.get("x_offset", 0))
+    if x_offset not in X_OFFSETS:
+        raise ShapeError(f"{op} x_offset={x_offset} is not one of {X_OFFSETS}")
+    return x_offset
 
 
 def pack_weights(w: np.ndarray) -> np.ndarray:
@@ -57,6 +82,7 @@ def _infer(ins: Types, attrs: dict[str, Any]) -> Types:
         raise ShapeError(f"qdense takes 4 inputs (x, w, bias, scale), got {len(ins)}")
     x, w, bias, scale = ins
     n = int(attrs["n"])
+    check_x_offset("qdense", attrs)
     want = [
         ("x", x, "uint8", None),
         ("w", w, "int32", (-(-n // BLOCK), x.shape[-1] // QUAD, BLOCK)),
@@ -85,10 +111,11 @@ def qdense(
     zero_point: int,
     lo: int,
     hi: int,
+    x_offset: int = 0,
 ) -> np.ndarray:
     """The integer product and the float32 requantization of the module docstring."""
     wide = unpack_weights(w, n).astype(np.int64)
-    return requantize_ref(x.astype(np.int64) @ wide.T + bias, scale, zero_point, lo, hi)
+    return requantize_ref((x.astype(np.int64) - x_offset) @ wide.T + bias, scale, zero_point, lo, hi)
 
 
 def requantize_ref(acc: np.ndarray, scale: np.ndarray, zero_point: int, lo: int, hi: int) -> np.ndarray:

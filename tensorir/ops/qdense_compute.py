@@ -11,6 +11,13 @@ accumulator update is one `vpdpbusd` on AVX-512 VNNI, int32 widening multiply-ad
 The weights are packed at compile time, so the template's run-time panel packing is off (no
 gemm_pack_b knob); its other knobs (gemm_rows, gemm_col_vectors, gemm_row_chunk_tiles) are
 the tuner's.
+
+With x_offset 128 (ARM's sdot, ops/qdense.py) the activations are packed once per kernel, four
+k of a row as one int32 xor 0x80808080 (x - 128 as int8 bytes), and the product is
+`dot4_s8s8` of that word (broadcast) by the weight vector, one sdot per four columns:
+
+    qdense_x[m, kq]   = (x[m, 4kq] | x[m, 4kq+1] << 8 | .. ) ^ 0x80808080
+    qdense_acc[m, n]  = sum_kq dot4_s8s8(qdense_x[m, kq], qdense_bt[n, kq])
 """
 
 from __future__ import annotations
@@ -18,9 +25,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import tensorir.ops.qdense  # noqa: F401  (the reference registers the op first)
-from tensorir.loop.ir import Call, Expr
+from tensorir.loop.ir import BinOp, Call, Const, Expr
 from tensorir.ops.matmul_compute import schedule_matmul_block
-from tensorir.ops.nn_compute import const, inline_elementwise, load, stage_named
+from tensorir.ops.nn_compute import const, inline_elementwise, load, schedule_copy, stage_named
 from tensorir.ops.qdense import BLOCK, QUAD
 from tensorir.ops.registry import register_compute
 from tensorir.schedule.schedule import Schedule
@@ -29,17 +36,34 @@ from tensorir.target import Target
 
 
 def schedule_qdense(s: Schedule, outputs: Sequence[Tensor], target: Target) -> None:
-    """The blocked matmul schedule on the int32 accumulator, weights read where they are."""
+    """The blocked matmul schedule on the int32 accumulator, weights read where they are
+    (the packed activations of x_offset 128 computed in a pass of their own)."""
     acc, bt = stage_named(s, "qdense_acc"), stage_named(s, "qdense_bt")
-    inline_elementwise(s, keep=[bt])
+    xw = stage_named(s, "qdense_x")
+    inline_elementwise(s, keep=[bt] + ([xw] if xw else []))
+    if xw is not None:
+        schedule_copy(xw, target)
     y = next(st for st in s.stages if st.is_output)
     i, j = y.op.axis
     schedule_matmul_block(s, y, ([], i, j), acc, bt, target, pack_b=False)
 
 
-def dot4(acts: tuple, word: Expr) -> Expr:
-    """The dot4_u8s8 intrinsic (codegen/llvm_dot.py): four uint8 values by one int32 word."""
-    return Call("dot4_u8s8", (*acts, word), "int32")
+def dot4(acts: tuple, word: Expr, x_offset: int = 0) -> Expr:
+    """The dot4_u8s8 intrinsic (codegen/llvm_dot.py): four uint8 values (or one packed int32)
+    by one int32 word; dot4_s8s8 (signed activation bytes: sdot) for x_offset 128."""
+    return Call("dot4_s8s8" if x_offset else "dot4_u8s8", (*acts, word), "int32")
+
+
+def quad_word(acts: list[Expr], x_offset: int) -> Expr:
+    """Four uint8 values as the bytes of one int32 (acts[t] in byte t), xor 0x80808080 for
+    x_offset 128: each byte then x - 128 as int8."""
+    word = None
+    for t, a in enumerate(acts):
+        v = cast(a, "int32")
+        v = BinOp("shl", v, Const(8 * t, "int32")) if t else v
+        word = v if word is None else BinOp("or", word, v)
+    assert word is not None
+    return BinOp("xor", word, Const(-0x7F7F7F80, "int32")) if x_offset else word  # 0x80808080
 
 
 def requantize(acc: Expr, bias: Expr, scale: Expr, zero_point: int, lo: int, hi: int) -> Expr:
@@ -51,16 +75,35 @@ def requantize(acc: Expr, bias: Expr, scale: Expr, zero_point: int, lo: int, hi:
 
 @register_compute("qdense", schedule=schedule_qdense)
 def qdense_compute(
-    x: Tensor, w: Tensor, bias: Tensor, scale: Tensor, *, n: int, zero_point: int, lo: int, hi: int
+    x: Tensor,
+    w: Tensor,
+    bias: Tensor,
+    scale: Tensor,
+    *,
+    n: int,
+    zero_point: int,
+    lo: int,
+    hi: int,
+    x_offset: int = 0,
 ) -> Tensor:
     m, k = x.shape
     bt = compute((n, k // QUAD), lambda j, q: w[j // BLOCK, q, j % BLOCK], name="qdense_bt")
     kq = reduce_axis(k // QUAD, "kq")
-    acc = compute(
-        (m, n),
-        lambda i, j: sum_(dot4(tuple(x[i, kq * QUAD + t] for t in range(QUAD)), bt[j, kq]), axis=kq),
-        name="qdense_acc",
-    )
+    if x_offset:
+        xw = compute(
+            (m, k // QUAD),
+            lambda i, q: quad_word([x[i, q * QUAD + t] for t in range(QUAD)], x_offset),
+            name="qdense_x",
+        )
+
+        def dot(i: Expr, j: Expr) -> Expr:
+            return sum_(dot4((xw[i, kq],), bt[j, kq], x_offset), axis=kq)
+    else:
+
+        def dot(i: Expr, j: Expr) -> Expr:
+            return sum_(dot4(tuple(x[i, kq * QUAD + t] for t in range(QUAD)), bt[j, kq]), axis=kq)
+
+    acc = compute((m, n), dot, name="qdense_acc")
     return compute(
         (m, n),
         lambda i, j: requantize(load(acc, (i, j), "int32"), bias[j], scale[j], zero_point, lo, hi),

@@ -23,6 +23,10 @@ depthwise one: qdwconv, its padding x's zero point; R = S (Q - Z) throughout):
 onnxruntime's quantize_static writes), else the float bias divided by that scale and rounded.
 A relu before the Q is max(Q(y), y_zp): Q is monotone and Q(0) = y_zp. Anything else is left
 as the float path: other dtypes, a float intermediate used twice, K not a multiple of 4.
+
+For a target whose qdense / qconv1x1 products run on ARM's sdot (signed bytes: aarch64 with
+dotprod, `sdot_offset`), those ops read x - 128 (attribute x_offset = 128) and their bias
+gains 128 * sum_k W[n, k] here, at compile time; qdwconv (float32 window sums) is unchanged.
 """
 
 from __future__ import annotations
@@ -34,17 +38,20 @@ import numpy as np
 
 from tensorir.graph.graph import Graph, Value
 from tensorir.ops.qconv import pack_conv_weights
-from tensorir.ops.qdense import BLOCK, QUAD, pack_weights
+from tensorir.ops.qdense import BLOCK, QUAD, offset_bias, pack_weights, sdot_offset
 from tensorir.ops.qdwconv import MAX_TAPS
 from tensorir.ops.registry import get_op
 from tensorir.passes import add_op, replace, rewrite, single_use
+from tensorir.target import Target, get_target
 
 _CONST_OPS = ("reshape", "cast", "expand", "slice", "unsqueeze")
 
 
-def fold_qdq(g: Graph) -> bool:
-    """Rewrite every matched QDQ matrix product into qdense; True if any was."""
-    return rewrite(g, [("cast", _fold)])
+def fold_qdq(g: Graph, target: Target | str = "host") -> bool:
+    """Rewrite every matched QDQ matrix product into qdense / qconv1x1 / qdwconv for `target`;
+    True if any was."""
+    x_offset = sdot_offset(get_target(target))
+    return rewrite(g, [("cast", lambda g, nid: _fold(g, nid, x_offset))])
 
 
 def has_int8_convs(g: Graph) -> bool:
@@ -176,7 +183,7 @@ def _bias(g: Graph, v: Value, acc_scale: np.ndarray) -> np.ndarray | None:
 
 
 # ---- the rewrite ---------------------------------------------------------------------
-def _fold(g: Graph, nid: int) -> bool:
+def _fold(g: Graph, nid: int, x_offset: int) -> bool:
     qy = quant(g, nid)
     if qy is None:
         return False
@@ -205,10 +212,12 @@ def _fold(g: Graph, nid: int) -> bool:
     if bias is None or (w.shape[1] % QUAD and kind != "dw"):
         return False
     bias = bias - int(x_zp.item()) * w.astype(np.int64).sum(axis=1)
-    if np.any(np.abs(bias) >= 2**31):
+    x_offset = 0 if kind == "dw" or _overflows(offset_bias(bias, w, x_offset)) else x_offset
+    bias = offset_bias(bias, w, x_offset)  # a bias that overflows with the offset: none (no sdot)
+    if _overflows(bias):
         return False
     mult = (acc_scale / np.float32(y_scale)).astype(np.float32)
-    attrs = {"zero_point": y_zp, "lo": lo, "hi": hi}
+    attrs = {"zero_point": y_zp, "lo": lo, "hi": hi} | ({"x_offset": x_offset} if x_offset else {})
     if kind == "dw":  # the padding is x's zero point; the weights keep their (KH, KW) taps
         conv = g.node(y.node).attr
         attrs |= {
@@ -220,6 +229,10 @@ def _fold(g: Graph, nid: int) -> bool:
     emit = {"conv": _qconv1x1, "dw": _qdwconv}.get(kind, _qdense)
     out = emit(g, xq, w, bias.astype(np.int32), mult, attrs)
     return out is not None and replace(g, nid, [out])
+
+
+def _overflows(bias: np.ndarray) -> bool:
+    return bool(np.any(np.abs(bias) >= 2**31))
 
 
 def _anchor_kind(g: Graph, y: Value) -> str | None:

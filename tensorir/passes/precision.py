@@ -48,16 +48,6 @@ FLOAT32_OPS = frozenset(
         "loop",  # its body graph stays as imported
     }
 )
-# ARMv8.2-A and later cores LLVM knows (their -mcpu implies +fullfp16)
-_FP16_ARM_CPUS = (
-    "cortex-a55",
-    "cortex-a75",
-    "cortex-a76",
-    "cortex-a77",
-    "cortex-a78",
-    "cortex-x1",
-    "neoverse-n1",
-)
 _F32, _F16 = "float32", "float16"
 
 
@@ -66,7 +56,7 @@ def native_fp16(target: Target) -> bool:
     if target.kind == "opencl":
         return bool(target.device_profile().fp16)
     if target.arch == "aarch64":
-        return target.has_feature("fullfp16") or target.cpu.startswith(_FP16_ARM_CPUS)
+        return target.has_feature("fullfp16")  # the ARMv8.2 cores' -mcpu implies it
     return target.has_feature("avx512fp16")
 
 

@@ -5,6 +5,8 @@ model matches onnxruntime's output within one quantization step of the output pe
 
 from __future__ import annotations
 
+import re
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +17,7 @@ from onnx import TensorProto, helper, numpy_helper
 from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
 import tensorir as tir
+from tensorir.codegen.link import find_tool
 from tensorir.frontend.onnx import from_onnx
 from tensorir.graph.printer import print_graph
 from tensorir.passes.fold_qdq import fold_qdq
@@ -134,6 +137,31 @@ def test_compiled_qdq_model_matches_onnxruntime_within_one_step(tmp_path, make):
         got = mod.run({"x": x})[0]
         assert np.abs(got - want).max() <= step * 1.001, f"seed {seed}"
         assert np.count_nonzero(want) > want.size // 4  # the relu leaves plenty to compare
+
+
+@pytest.mark.arm64
+@pytest.mark.parametrize("make", [_gemm_model, _conv_model])
+def test_qdq_model_on_linux_arm64_uses_sdot_and_matches_onnxruntime_under_qemu(tmp_path, make):
+    """cortex-a76 has dotprod: qdense / qconv1x1 read x - 128 for sdot (x_offset=128, the bias
+    making up for it), qdwconv stays as it was; the model under qemu vs ORT on the host."""
+    model = make(tmp_path)
+    shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
+    folded = print_graph(optimize(from_onnx(model), fuse=False, layout=False, target="linux-arm64"))
+    lines = [ln for ln in folded.splitlines() if "qdense(" in ln or "qconv1x1(" in ln or "qdwconv(" in ln]
+    assert lines and all(("x_offset=128" in ln) == ("qdwconv(" not in ln) for ln in lines), lines
+    x86 = optimize(from_onnx(model), fuse=False, layout=False, target="x86_64-v4")
+    assert "x_offset" not in print_graph(x86)
+    mod = tir.compile(model, target="linux-arm64")
+    lib = next((mod.export(tmp_path / "arm64")).glob("*.so"))
+    objdump = [find_tool("llvm-objdump", "llvm-14"), "-d", "--mattr=+dotprod", str(lib)]
+    assert re.search(r"\ssdot\s+v\d+\.4s", subprocess.run(objdump, capture_output=True, text=True).stdout)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    step = _output_step(model)
+    x = np.random.default_rng(7).standard_normal(shape).astype(np.float32) * 1.5
+    want = sess.run(None, {"x": x})[0]
+    got = mod.run({"x": x})[0]
+    assert np.abs(got - want).max() <= step * 1.001
+    assert np.count_nonzero(want) > want.size // 4
 
 
 def test_fold_rewrites_the_matrix_products_into_qdense(tmp_path):
