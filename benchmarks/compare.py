@@ -20,6 +20,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -111,6 +114,31 @@ def bench_model(name: str, threads: list[int], runs: int, warmup: int, records=N
     return rows
 
 
+_SGEMM = """
+import time, numpy as np
+a = np.random.default_rng(0).standard_normal((2048, 2048), dtype=np.float32)
+a @ a
+ts = []
+for _ in range(3):
+    t0 = time.perf_counter(); a @ a; ts.append(time.perf_counter() - t0)
+print(2 * 2048**3 / min(ts) / 1e9)
+"""
+IDLE_SCALING = 1.7  # numpy sgemm 2048^3 scales about 2x from 1 to 2 threads on an idle machine
+
+
+def sgemm_scaling() -> tuple[float, float]:
+    """numpy's sgemm 2048^3 GFLOP/s at 1 and 2 BLAS threads, each in a fresh process: a second
+    core that is busy elsewhere shows as scaling well below 2."""
+    out = []
+    for n in (1, 2):
+        env = dict(os.environ, OPENBLAS_NUM_THREADS=str(n), OMP_NUM_THREADS=str(n), MKL_NUM_THREADS=str(n))
+        p = subprocess.run(
+            [sys.executable, "-c", _SGEMM], env=env, capture_output=True, text=True, check=True
+        )
+        out.append(float(p.stdout.split()[-1]))
+    return out[0], out[1]
+
+
 def print_table(rows: list[dict]) -> None:
     head = f"{'model':<18} {'thr':>3} {'tensorir ms':>12} {'ort ms':>9} {'ratio':>7} {'GFLOP/s':>8}"
     print(head + f" {'ort GF/s':>8} {'compile s':>9} {'workspace':>11} {'max err':>8} {'tuned':>5}")
@@ -119,7 +147,7 @@ def print_table(rows: list[dict]) -> None:
             f"{r['model']:<18} {r['threads']:>3} {r['tensorir_ms']:>12.2f} {r['onnxruntime_ms']:>9.2f} "
             f"{r['ratio']:>7.2f} {r['tensorir_gflops']:>8.1f} {r['onnxruntime_gflops']:>8.1f} "
             f"{r['compile_s']:>9.1f} {r['workspace_bytes'] / 2**20:>9.2f}MB {r['max_abs_err_vs_ort']:>8.1e}"
-            f" {r.get('tuned_kernels', 0):>5}"
+            f" {r.get('tuned_kernels', 0):>5}{r.get('note', '')}"
         )
 
 
@@ -146,9 +174,20 @@ def main(argv: list[str] | None = None) -> None:
         else:
             records = Records.for_target(get_target("host"), db=args.records, logs=None)
             print(f"tuning records of device {records.device} ({records.how or 'none fit'})")
+    one, two = sgemm_scaling()
+    busy = two / one < IDLE_SCALING
+    print(
+        f"sgemm 2048^3: {one:.0f} / {two:.0f} GFLOP/s at 1 / 2 threads ({two / one:.2f}x; about 2x when idle)"
+        + ("  -> the second core is busy: 2-thread figures below are not comparable" if busy else "")
+    )
     rows = []
     for name in args.models:
-        rows += bench_model(name, args.threads, args.runs, args.warmup, records)
+        new = bench_model(name, args.threads, args.runs, args.warmup, records)
+        for r in new:
+            r["sgemm_gflops_1_2"] = [one, two]
+            if r["threads"] > 1 and busy:
+                r["note"] = f"  (busy: sgemm {two / one:.2f}x)"
+        rows += new
         print_table(rows[-len(args.threads) :])
     print()
     print_table(rows)
