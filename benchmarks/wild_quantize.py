@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import functools
 import io
+import os
 import time
 import zipfile
 from pathlib import Path
@@ -125,6 +126,7 @@ def agreement(
     images: str = "scans",
     min_sqnr: float = 20.0,
     compiled: int = 16,
+    speed: bool = False,
 ) -> dict[str, float]:
     import onnxruntime as ort
 
@@ -159,7 +161,8 @@ def agreement(
         classes[a[0]] += 1
         if s < calib + compiled:
             same_tir += int(mod.run(feeds)[0].argmax(-1)[0] == a[0])
-    return {
+    out = {"speed": _speed(path, result.model, {x: sample(0)}, shape)} if speed else {}
+    return out | {
         "quantized_ops": sum(r.quantized for r in result.rows),
         "ops": len(result.rows),
         "quantize_s": seconds,
@@ -167,6 +170,24 @@ def agreement(
         "agreement_tensorir": same_tir / min(compiled, n_eval),
         "fp32_classes": classes.tolist(),
     }
+
+
+def _speed(path: Path, q8: onnx.ModelProto, feeds: dict, shape: tuple, runs: int = 40) -> dict[str, float]:
+    """Medians (ms, 1 thread, interleaved) of tensorir and onnxruntime on the float and the int8 model."""
+    import tensorir
+    from benchmarks.compare import _interleaved, _ort_session
+
+    f32 = onnx.load(str(path))
+    fns = []
+    for m in (f32, q8):
+        mod = tensorir.compile(m, "host", input_shapes={k: shape for k in feeds})
+        mod.set_num_threads(1)
+        fns.append(lambda mod=mod: mod.run(feeds))
+    for m in (f32, q8):
+        sess = _ort_session(m, 1)
+        fns.append(lambda sess=sess: sess.run(None, feeds))
+    times = _interleaved(fns, runs, 5)
+    return dict(zip(("tir_fp32", "tir_int8", "ort_fp32", "ort_int8"), (t * 1e3 for t in times), strict=True))
 
 
 def main() -> int:
@@ -177,9 +198,10 @@ def main() -> int:
     ap.add_argument("--method", default="minmax")
     ap.add_argument("--images", default="scans", choices=["scans", "pages"])
     ap.add_argument("--min-sqnr", type=float, default=20.0)
+    ap.add_argument("--speed", action="store_true", help="also time fp32 / int8, tensorir / onnxruntime")
     args = ap.parse_args()
     for name in args.models:
-        r = agreement(name, args.calib, args.eval, args.method, args.images, args.min_sqnr)
+        r = agreement(name, args.calib, args.eval, args.method, args.images, args.min_sqnr, speed=args.speed)
         print(
             f"{name} ({args.method}, --min-sqnr {args.min_sqnr:g}, {args.calib} calibration {args.images}): "
             f"{r['quantized_ops']}/{r['ops']} ops int8, quantized in {r['quantize_s']:.1f}s; "
@@ -187,6 +209,13 @@ def main() -> int:
             f"{r['agreement_ort']:.2%} (onnxruntime), {r['agreement_tensorir']:.2%} (tensorir, first 16); "
             f"fp32 classes {r['fp32_classes']}"
         )
+        if "speed" in r:
+            s = r["speed"]
+            print(
+                "  1 thread, ms: "
+                + ", ".join(f"{k} {v:.3f}" for k, v in s.items())
+                + f"; load {os.getloadavg()}"
+            )
     return 0
 
 
