@@ -48,6 +48,7 @@ FLOAT32_OPS = frozenset(
         "loop",  # its body graph stays as imported
     }
 )
+INT8_OPS = frozenset({"qdense", "qconv1x1", "qdwconv"})  # passes/fold_qdq.py: their float inputs are scales
 _F32, _F16 = "float32", "float16"
 
 
@@ -67,7 +68,7 @@ def to_fp16(g: Graph) -> list[tuple[int, str]]:
     for nid in g.topo_order():
         node = g.node(nid)
         if node.op == "constant":
-            if node.outputs[0].dtype == _F32:
+            if node.outputs[0].dtype == _F32 and not _only_float32_uses(g, nid):
                 g.replace_node(nid, _const(node.value.astype(np.float16), node.name))
         elif node.op == "input":
             if node.outputs[0].dtype == _F32:
@@ -81,6 +82,13 @@ def to_fp16(g: Graph) -> list[tuple[int, str]]:
         if was[k] == _F32 and g.type_of(v).dtype == _F16:
             g.outputs[k] = (name, g.add_node("cast", [v], {"to": _F32, "saturate": 1})[0])
     return kept
+
+
+def _only_float32_uses(g: Graph, nid: int) -> bool:
+    """Every consumer is kept in float32 or reads the constant as a float32 parameter of an int8
+    op (a requantize scale): the constant stays float32, unrounded."""
+    uses = [g.node(dst).op for dst, _ in g.consumers(Value(nid))]
+    return bool(uses) and all(op in FLOAT32_OPS or op in INT8_OPS for op in uses)
 
 
 def _const(value: np.ndarray, name: str) -> Node:

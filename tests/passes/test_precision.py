@@ -130,3 +130,14 @@ def test_fp16_for_an_opencl_device_with_cl_khr_fp16_renders_half_sums():
     src = render_opencl(func, profile).source
     assert "#pragma OPENCL EXTENSION cl_khr_fp16 : enable" in src
     assert re.search(r"\bhalf \w+_acc\[", src) and "float " not in src
+
+
+def test_fp16_leaves_the_int8_ops_scales_in_float32(tmp_path):
+    """A QDQ model (quantize_static): its integer ops keep their float32 requantize scales, so
+    the fp16 build stays within about one output step of the int8 build."""
+    from benchmarks.int8_speed import _output_step, matmul_768, quantize
+
+    q8 = quantize(matmul_768(), tmp_path)
+    feeds = zoo.sample_inputs(q8, seed=100)
+    (a,), (b,) = tensorir.compile(q8).run(feeds), tensorir.compile(q8, precision="fp16").run(feeds)
+    assert np.abs(a - b).max() <= 1.5 * _output_step(q8)
