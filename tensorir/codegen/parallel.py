@@ -7,9 +7,11 @@
 
 `tir_parallel_for` splits [begin, end) into n = min(end - begin, 4 x threads) contiguous
 chunks [begin + len*i/n, begin + len*(i+1)/n) that the calling thread and the pool's
-workers claim dynamically (CAS on a 64-bit word: generation << 32 | next chunk), so a
-worker that is slow to wake (another process on its core, a little core on big.LITTLE)
-leaves its chunks to the others instead of stalling the launch. Workers are joinable
+workers claim dynamically (CAS on a 64-bit word: generation << 32 | back << 16 | front),
+so a worker that is slow to wake (another process on its core, a little core on
+big.LITTLE) leaves its chunks to the others instead of stalling the launch. The calling
+thread claims from the front and the workers from the back: from one kernel to the next
+each thread keeps to its end of the range, where the data it wrote is in its own cache. Workers are joinable
 pthreads (8 MiB stacks) created on first need and kept until the library is unloaded:
 a destructor (a .fini_array entry: dlclose, exit) sets a quit flag, wakes them and joins
 them, so no worker runs the library's code after it is unmapped.
@@ -198,11 +200,15 @@ define weak hidden void @tir_rt_run_chunk(i32 %i, i32 %n) nounwind {
   ret void
 }
 
-; claim chunks of job %g (claim word = gen << 32 | next chunk) until none is left
-define weak hidden void @tir_rt_work(i32 %g) nounwind {
+; claim chunks of job %g until none is left. Claim word = gen << 32 | back << 16 | front:
+; the launching thread takes chunks from the front, the workers from the back, so each
+; thread keeps to the same end of the range from one kernel to the next and finds the data
+; it wrote in its own cache (dynamic claiming interleaved them at random)
+define weak hidden void @tir_rt_work(i32 %g, i1 %from_back) nounwind {
 entry:
   %g64 = zext i32 %g to i64
   %tag = shl i64 %g64, 32
+  %n = load atomic i32, ptr @tir_rt_job_n monotonic, align 4
   br label %claim
 claim:
   %w = load atomic i64, ptr @tir_rt_claim acquire, align 8
@@ -210,13 +216,17 @@ claim:
   %same = icmp eq i64 %wtag, %tag
   br i1 %same, label %check, label %done
 check:
-  %c = and i64 %w, 4294967295
-  %n = load atomic i32, ptr @tir_rt_job_n monotonic, align 4
-  %n64 = zext i32 %n to i64
-  %more = icmp ult i64 %c, %n64
+  %front = and i64 %w, 65535
+  %bsh = lshr i64 %w, 16
+  %back = and i64 %bsh, 65535
+  %more = icmp ult i64 %front, %back
   br i1 %more, label %try, label %done
 try:
-  %w1 = add i64 %w, 1
+  %wf = add i64 %w, 1
+  %wb = sub i64 %w, 65536
+  %w1 = select i1 %from_back, i64 %wb, i64 %wf
+  %backm1 = sub i64 %back, 1
+  %c = select i1 %from_back, i64 %backm1, i64 %front
   %cx = cmpxchg ptr @tir_rt_claim, i64 %w, i64 %w1 acq_rel monotonic, align 8
   %ok = extractvalue { i64, i1 } %cx, 1
   br i1 %ok, label %run, label %claim
@@ -281,7 +291,7 @@ mine_check:
   %mine = icmp ult i32 %idx, %nthr
   br i1 %mine, label %run, label %spin_start
 run:
-  call void @tir_rt_work(i32 %g)
+  call void @tir_rt_work(i32 %g, i1 true)
   br label %spin_start
 }
 
@@ -406,7 +416,9 @@ publish:
   %ctr2 = shl i32 %ctr1, 8
   %gen = or i32 %ctr2, %threads
   %gen64 = zext i32 %gen to i64
-  %tag = shl i64 %gen64, 32
+  %tag0 = shl i64 %gen64, 32
+  %back0 = shl i64 %chunks64, 16
+  %tag = or i64 %tag0, %back0
   store atomic i64 %tag, ptr @tir_rt_claim release, align 8
   store atomic i32 %gen, ptr @tir_rt_gen seq_cst, align 4
   %sl = load atomic i32, ptr @tir_rt_sleepers seq_cst, align 4
@@ -416,7 +428,7 @@ wake:
   call void @tir_rt_futex_wake(ptr @tir_rt_gen, i32 2147483647)
   br label %work
 work:
-  call void @tir_rt_work(i32 %gen)
+  call void @tir_rt_work(i32 %gen, i1 false)
   br label %wait_start
 wait_start:
   br label %wait
