@@ -15,7 +15,6 @@ slot per carried value.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -133,11 +132,3 @@ def _shift(s: LoopSpan, first: int, remap: _Remap) -> LoopSpan:
         tuple(remap.copy(c) for c in s.latch),
         tuple((remap(a), p) for a, p in s.guard),
     )
-
-
-def is_loop(kern: object) -> bool:
-    return isinstance(kern, LoopKernel)
-
-
-def loop_kernels(kernels: Mapping[int, Any]) -> dict[int, LoopKernel]:
-    return {nid: k for nid, k in kernels.items() if isinstance(k, LoopKernel)}
