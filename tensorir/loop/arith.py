@@ -43,7 +43,10 @@ def _binop_range(e: BinOp, ranges: Ranges) -> Range | None:
     ra = int_range(e.a, ranges)
     c = const_value(e.b)
     if e.op == "%" and isinstance(c, int) and c > 0:
-        return ra if ra is not None and ra[0] >= 0 and ra[1] < c else (0, c - 1)
+        if ra is not None and ra[0] >= 0 and ra[1] < c:
+            return ra
+        terms, k = to_linear(e.a)  # a multiple of g mod c is a multiple of gcd(g, c)
+        return 0, c - math.gcd(c, k, *terms.values())
     rb = int_range(e.b, ranges)
     if ra is None or rb is None:
         return None

@@ -23,7 +23,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from tensorir.loop.arith import is_int
+import numpy as np
+
+from tensorir.loop.arith import const_value, is_int, to_linear
 from tensorir.loop.ir import (
     BinOp,
     Broadcast,
@@ -74,7 +76,8 @@ class _Lanes:
         if isinstance(e, BinOp):
             return self.binop(e)
         if isinstance(e, Load):
-            return Load(e.buffer, self.index(e.index))
+            v = self.vec(e.index)
+            return Load(e.buffer, simplify(v)) if v.lanes == 1 else Load(e.buffer, self.index(e.index))
         return self.elementwise(e)
 
     def binop(self, e: BinOp) -> Expr:
@@ -85,6 +88,10 @@ class _Lanes:
                 return Ramp(BinOp(e.op, a.base, bb), BinOp(e.op, a.stride, bs), self.n)
             if isinstance(b, Ramp) and a.lanes == 1 and e.op == "+":
                 return Ramp(BinOp("+", a, b.base), b.stride, self.n)
+        if is_int(e.dtype) and e.op in ("//", "%") and isinstance(a, Ramp) and _aligned(a, b):
+            # the n lanes stay inside one block of b: one quotient, the remainder a ramp
+            q = BinOp(e.op, a.base, b)
+            return q if e.op == "//" else Ramp(q, a.stride, self.n)
         if is_int(e.dtype) and e.op == "*":
             if isinstance(a, Ramp) and b.lanes == 1:
                 return Ramp(BinOp("*", a.base, b), BinOp("*", a.stride, b), self.n)
@@ -123,6 +130,18 @@ class _Lanes:
             orelse = None if s.orelse is None else self.stmt(s.orelse)
             return If(s.cond, self.stmt(s.then), orelse)
         raise NotVectorizable(f"cannot vectorize a {type(s).__name__} statement")
+
+
+def _aligned(r: Ramp, divisor: Expr) -> bool:
+    """Whether the lanes base + k stride (k < n) all fall in one block of `divisor`: the
+    stride positive and n stride dividing both the divisor and every term of the base
+    (indices are non-negative, so then floor((base + k stride) / d) = floor(base / d))."""
+    stride, d = const_value(r.stride), const_value(divisor)
+    if not all(isinstance(v, int | np.integer) and not isinstance(v, bool) and v > 0 for v in (stride, d)):
+        return False
+    span = r.lanes * stride
+    terms, const = to_linear(r.base)
+    return d % span == 0 and const % span == 0 and all(k % span == 0 for k in terms.values())
 
 
 def _check_dependences(body: Stmt) -> None:

@@ -64,14 +64,33 @@ def test_unroll_expands_small_loops_and_keeps_big_ones():
     assert to_text(unroll(big, max_unroll=64)).startswith("for j in unrolled(0, 100):")
 
 
-def test_vectorized_then_unrolled_matches_serial():
-    body = Store(C, i * 8 + j, Load(A, i * 8 + j) * Const(2.0, "float32") + Load(B, i))
+def _assert_same_as_serial(body, optimized) -> None:
+    """The optimized loop nest computes C as `body` in a serial i, j nest does."""
     ref_f = LoopFunc("f", (A, B, C), nest(body, S))
-    opt = For(i, Const(0), Const(4), U, For(j, Const(0), Const(8), V, body))
-    opt_f = LoopFunc("f", (A, B, C), simplify(unroll(vectorize(opt))))
+    opt_f = LoopFunc("f", (A, B, C), optimized)
     a, b = np.random.rand(4, 8).astype(np.float32), np.random.rand(4).astype(np.float32)
     c1, c2 = np.zeros((4, 8), np.float32), np.zeros((4, 8), np.float32)
     run(ref_f, [a, b, c1])
     run(opt_f, [a, b, c2])
     np.testing.assert_array_equal(c1, c2)
-    assert "for" not in to_text(opt_f)
+
+
+def test_vectorized_then_unrolled_matches_serial():
+    body = Store(C, i * 8 + j, Load(A, i * 8 + j) * Const(2.0, "float32") + Load(B, i))
+    opt = simplify(unroll(vectorize(For(i, Const(0), Const(4), U, For(j, Const(0), Const(8), V, body)))))
+    _assert_same_as_serial(body, opt)
+    assert "for" not in to_text(opt)
+
+
+def test_lane_blocks_inside_one_divisor_block_vectorize():
+    """(i*8 + j) // 16 is one value for the 8 lanes (8 divides 16 and i*8): a broadcast
+    scalar load, as a per-channel operand of a flattened NCHW loop is; % 16 stays a ramp."""
+    body = Store(C, i * 8 + j, Load(A, (i * 8 + j) % 16) * Load(B, (i * 8 + j) // 16))
+    text = lowered(nest(body))
+    assert text == (
+        "for i in range(0, 4):\n  C[ramp(i*8, 1, 8)] = A[ramp(i*8%16, 1, 8)]*broadcast(B[i*8//16], 8)"
+    ), text
+    _assert_same_as_serial(body, simplify(vectorize(nest(body))))
+    # a divisor the lanes straddle (12) or a base off the lane grid (i*4) stays serial
+    for idx in ((i * 8 + j) // 12, (i * 4 + j) // 16):
+        assert "ramp" not in lowered(nest(Store(C, i * 8 + j, Load(B, idx))))
