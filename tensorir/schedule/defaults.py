@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tensorir.loop.arith import to_linear
+from tensorir.dtypes import dtype_bits
+from tensorir.loop.arith import is_int, to_linear
 from tensorir.loop.ir import Call
 from tensorir.loop.visitor import walk
 from tensorir.schedule.schedule import MAX_LANES, Schedule, Stage
@@ -36,13 +37,23 @@ def _size(st: Stage) -> int:
     return n
 
 
+def elementwise_lanes(st: Stage, target: Target) -> int:
+    """Vector lanes for the stage's loop: its dtype's, but at most float32's for an integer
+    output narrower than 32 bits (a quantize computes in float32: 64 uint8 lanes would be
+    four float vectors per step, and per-channel operands would straddle channels)."""
+    lanes = target.vector_lanes(st.tensor.dtype)
+    if is_int(st.tensor.dtype) and dtype_bits(st.tensor.dtype) < 32:
+        lanes = min(lanes, target.vector_lanes("float32"))
+    return lanes
+
+
 def vectorize_parallel_data_axes(st: Stage, target: Target, work: int) -> None:
     """Fuse the data axes, vectorize the innermost lanes when they divide, parallel outside."""
     axes = list(st.op.axis)
     if not axes:
         return
     fused = st.fuse(*axes) if len(axes) > 1 else axes[0]
-    lanes = target.vector_lanes(st.tensor.dtype)
+    lanes = elementwise_lanes(st, target)
     inner_ok = not st.op.reduce_axis and lanes > 1 and fused.extent % lanes == 0
     if inner_ok and fused.extent > lanes:
         outer, inner = st.split(fused, factor=lanes)
