@@ -157,15 +157,37 @@ def avg_pool_compute(
     return compute(acc.shape, body, name="avg_pool", dtype=x.dtype)
 
 
+PART = 16  # lanes of a global pool's partial sums over contiguous pixels
+
+
 def _global(x: Tensor, kind: str) -> Tensor:
+    """acc[b, c] = sum (max) over the pixels. On a plain NCHW map whose rows are whole blocks
+    of PART pixels, in two steps: PART partial sums per channel over contiguous pixels
+    (`_part`, vector loads), then the PART summed; otherwise one reduction per channel
+    (vectorized across channels by the schedule: strided loads, right for NCHW[x]c's blocks
+    and small maps)."""
     n, c, *sp = x.shape
     dt = acc_type(x.dtype) if kind == "avg" else x.dtype
-    rs = [reduce_axis(e, f"r{i}") for i, e in enumerate(sp)]
     red = sum_ if kind == "avg" else max_
-    acc = compute(
-        (n, c), lambda b, ch: red(load(x, (b, ch, *rs), dt), axis=rs), name=f"global_{kind}_pool_acc"
-    )
-    scale = const(1.0 / math.prod(sp), dt) if kind == "avg" else None
+    pixels = math.prod(sp)
+    if len(sp) == 2 and sp[1] % PART == 0 and pixels >= 2 * PART:
+        width, r = sp[1], reduce_axis(pixels // PART, "r")
+
+        def part(b: Expr, ch: Expr, lane: Expr) -> Expr:
+            p = r * PART + lane
+            return red(load(x, (b, ch, p // width, p % width), dt), axis=[r])
+
+        partial = compute((n, c, PART), part, name=f"global_{kind}_pool_part")
+        lane = reduce_axis(PART, "lane")
+        acc = compute(
+            (n, c), lambda b, ch: red(partial[b, ch, lane], axis=[lane]), name=f"global_{kind}_pool_acc"
+        )
+    else:
+        rs = [reduce_axis(e, f"r{i}") for i, e in enumerate(sp)]
+        acc = compute(
+            (n, c), lambda b, ch: red(load(x, (b, ch, *rs), dt), axis=rs), name=f"global_{kind}_pool_acc"
+        )
+    scale = const(1.0 / pixels, dt) if kind == "avg" else None
 
     def body(b: Expr, ch: Expr, *_: Expr) -> Expr:
         v = acc[b, ch]
@@ -199,16 +221,26 @@ def schedule_pool(s: Schedule, outputs: Sequence[Tensor], target: Target) -> Non
 
 def schedule_global_pool(s: Schedule, outputs: Sequence[Tensor], target: Target) -> None:
     """Per image, channels in vector blocks (lanes across channels: strided loads), the
-    spatial reduction inside them; then the (n, c, 1, ...) output copied."""
-    inline_elementwise(s)
-    acc = next(st for st in s.stages if st.op.reduce_axis)
+    spatial reduction inside them; or, with partial sums (`_global`), the PART lanes of each
+    channel vectorized under its pixel loop and summed per channel after; then the
+    (n, c, 1, ...) output copied."""
+    inline_elementwise(s, keep=[st for st in s.stages if st.name.endswith("_part")])
+    part = stage_named(s, "_part")
+    acc = stage_named(s, "_acc")
     y = next(st for st in s.stages if st.is_output)
-    b, ch = acc.op.axis
-    v = pick_vector(ch.extent, target.vector_lanes(acc.tensor.dtype))
-    co, ci = acc.split(ch, factor=v)
-    acc.reorder(b, co, *acc.op.reduce_axis, ci)
-    acc.vectorize(ci)
-    maybe_parallel(acc, fuse_all(acc, [b, co]), work_of(acc))
+    if part is not None:
+        b, ch, lane = part.op.axis
+        part.reorder(b, ch, *part.op.reduce_axis, lane)
+        part.vectorize(lane)
+        maybe_parallel(part, fuse_all(part, [b, ch]), work_of(part))
+        fuse_all(acc, list(acc.op.axis))
+    else:
+        b, ch = acc.op.axis
+        v = pick_vector(ch.extent, target.vector_lanes(acc.tensor.dtype))
+        co, ci = acc.split(ch, factor=v)
+        acc.reorder(b, co, *acc.op.reduce_axis, ci)
+        acc.vectorize(ci)
+        maybe_parallel(acc, fuse_all(acc, [b, co]), work_of(acc))
     schedule_copy(y, target)
 
 

@@ -131,8 +131,11 @@ def test_zoo_pools(name, shape, attrs):
 
 
 @pytest.mark.parametrize("op", ["global_avg_pool", "global_max_pool"])
-@pytest.mark.parametrize("shape", [(1, 2048, 7, 7), (2, 1280, 7, 7), (1, 3, 5, 5), (2, 5, 4, 3, 2)])
+@pytest.mark.parametrize(
+    "shape", [(1, 2048, 7, 7), (2, 1280, 7, 7), (1, 3, 5, 5), (2, 5, 4, 3, 2), (1, 24, 4, 32), (2, 8, 3, 96)]
+)
 def test_global_pools(op, shape):
+    """(The last two: rows of whole 16-pixel blocks, summed in 16 partial lanes per channel.)"""
     check(op, [_rand(np.random.default_rng(5), shape)], {})
 
 
