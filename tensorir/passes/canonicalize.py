@@ -9,6 +9,8 @@
   reshaped to (M, K) before and the result back after.
 - `sub(x, c)` -> `add(x, -c)` and `div(x, c)` -> `mul(x, 1/c)` for a constant float c.
   `sub(c, x)` and integer division are left alone.
+- `x * clip(x + 3, 0, 6) / 6` (Paddle's hard swish) -> `hard_swish(x)` (rounding may differ
+  in the last bit).
 - `identity` is removed (the ONNX frontend turns inference-mode Dropout into identity).
 
 Flatten-like reshapes are left alone. Before/After:
@@ -21,7 +23,9 @@ Flatten-like reshapes are left alone. Before/After:
 
 from __future__ import annotations
 
+import itertools
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -127,10 +131,57 @@ def div_to_mul(g: Graph, nid: int) -> bool:
     return replace(g, nid, [add_op(g, "mul", [a, g.add_const(inv)])])
 
 
+# ---- hard swish spelled out ------------------------------------------------------------
+Scalar = Callable[[Value], "float | None"]
+
+
+def hard_swish_input(g: Graph, y: Value, scalar: Scalar) -> Value | None:
+    """x when y is hard_swish(x): the op, or x * clip(x + 3, 0, 6) / 6 as Paddle's exporter
+    writes it (the / 6 a div or a mul by 1/6; x read only by the add and the mul);
+    `scalar(v)` is v's value when it is a one-element constant."""
+    node = g.node(y.node)
+    if node.op == "hard_swish":
+        return g.inputs_of(y.node)[0]
+    if node.op not in ("div", "mul") or len(g.inputs_of(y.node)) != 2:
+        return None
+    m, six = g.inputs_of(y.node)
+    k = scalar(six)
+    if k is None or k == 0 or not math.isclose(k if node.op == "div" else 1 / k, 6.0, rel_tol=1e-6):
+        return None
+    if g.node(m.node).op != "mul" or len(g.consumers(m)) != 1:
+        return None
+    for x, c in itertools.permutations(g.inputs_of(m.node)):
+        clip = g.node(c.node)
+        if clip.op != "clip" or (clip.attr.get("min"), clip.attr.get("max")) != (0.0, 6.0):
+            continue
+        (a,) = g.inputs_of(c.node)
+        if g.node(a.node).op != "add" or len(g.consumers(a)) != 1 or len(g.consumers(c)) != 1:
+            continue
+        u, three = g.inputs_of(a.node)
+        if len(g.consumers(x)) == 2 and u == x and scalar(three) == 3.0:
+            return x
+    return None
+
+
+def _scalar_const(g: Graph, v: Value) -> float | None:
+    c = const_of(g, v)
+    return float(c.reshape(-1)[0]) if c is not None and c.size == 1 and is_float(c.dtype.name) else None
+
+
+def hard_swish_spelled(g: Graph, nid: int) -> bool:
+    """x * clip(x + 3, 0, 6) * (1/6) -> hard_swish(x): one op, so the chain (which reads x
+    twice) fuses into the conv before it."""
+    x = hard_swish_input(g, Value(nid, 0), lambda v: _scalar_const(g, v))
+    if x is None or g.node(nid).op == "hard_swish" or not is_float(g.type_of(x).dtype):
+        return False
+    return replace(g, nid, [add_op(g, "hard_swish", [x])])
+
+
 RULES: list[Rule] = [
     ("gemm", gemm_to_dense),  # gemm(a, b, c) -> dense(a', w) + c'
     ("matmul", matmul_to_dense),  # matmul(x, W) -> [reshape] dense(x, W.T) [reshape]
     ("sub", sub_to_add),  # x - c -> x + (-c)
     ("div", div_to_mul),  # x / c -> x * (1/c)
+    ("mul", hard_swish_spelled),  # x * clip(x + 3, 0, 6) * (1/6) -> hard_swish(x)
     ("identity", forward_input),  # identity(x) -> x
 ]

@@ -8,6 +8,7 @@ import pytest
 
 from tensorir.errors import ShapeError
 from tensorir.graph.graph import Graph
+from tensorir.graph.printer import print_graph
 from tensorir.graph.types import TensorType
 from tensorir.ops.registry import get_op
 from tensorir.passes.canonicalize import canonicalize
@@ -335,3 +336,44 @@ def test_dense_dtype_mismatch_is_an_error():
     xv, wv = g.add_input("x", TensorType((2, 3))), g.add_input("w", TensorType((4, 3), "float64"))
     with pytest.raises(ShapeError, match="share one dtype"):
         g.add_node("dense", [xv, wv])
+
+
+def _spelled_hard_swish(x_users: int = 2) -> Graph:
+    """Paddle's hard swish: x * clip(x + 3, 0, 6) / 6 on x = 4 * input (so both bends are hit);
+    x_users=3 lets a third op read x."""
+    g = Graph("hswish")
+    a = g.add_input("a", TensorType((2, 8)))
+    (x,) = g.add_node("mul", [a, g.add_const(np.array(4.0, np.float32))])
+    (s,) = g.add_node("add", [x, g.add_const(np.array(3.0, np.float32))])
+    (c,) = g.add_node("clip", [s], {"min": 0.0, "max": 6.0})
+    (m,) = g.add_node("mul", [x, c])
+    (y,) = g.add_node("div", [m, g.add_const(np.array(6.0, np.float32))])
+    outs = [("y", y)]
+    if x_users == 3:
+        (z,) = g.add_node("relu", [x])
+        outs.append(("z", z))
+    g.set_outputs(outs)
+    return g
+
+
+def test_spelled_out_hard_swish_becomes_one_op():
+    """The div by 6 becomes a mul by 1/6 first; then the chain is matched whole."""
+    check_pass(
+        _spelled_hard_swish(),
+        canonicalize,
+        """
+        graph hswish(%a: f32[2,8]) {
+          %c1 = constant f32[] [4.]
+          %2 = mul(%a, %c1) : f32[2,8]
+          %11 = hard_swish(%2) : f32[2,8]
+          return %11 as y
+        }
+        """,
+    )
+
+
+def test_hard_swish_whose_input_is_read_elsewhere_is_left_spelled_out():
+    g = _spelled_hard_swish(x_users=3)
+    canonicalize(g)
+    text = print_graph(g)
+    assert "hard_swish" not in text and "clip(" in text
