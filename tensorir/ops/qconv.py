@@ -23,7 +23,15 @@ import numpy as np
 from tensorir.errors import ShapeError
 from tensorir.graph.types import TensorType
 from tensorir.ops.infer import Types
-from tensorir.ops.qdense import BLOCK, QUAD, check_x_offset, pack_weights, requantize_ref, unpack_weights
+from tensorir.ops.qdense import (
+    BLOCK,
+    QUAD,
+    check_x_offset,
+    out_dtype,
+    pack_weights,
+    requantize_ref,
+    unpack_weights,
+)
 from tensorir.ops.registry import register_op
 
 VECTOR = ("pixels", "channels")
@@ -54,7 +62,7 @@ def _infer(ins: Types, attrs: dict[str, Any]) -> Types:
     for name, t, dtype, shape in want:
         if t.dtype != dtype or t.shape != shape:
             raise ShapeError(f"qconv1x1 {name}: want {dtype}{list(shape)}, got {t}")
-    return [TensorType((x.shape[0], cout, *x.shape[2:]), "uint8")]
+    return [TensorType((x.shape[0], cout, *x.shape[2:]), out_dtype(attrs))]
 
 
 def _flops(ins: Types, attrs: Mapping[str, Any], out: TensorType) -> int:
@@ -73,6 +81,8 @@ def qconv1x1(
     lo: int,
     hi: int,
     x_offset: int = 0,
+    hard_swish: float = 0.0,
+    float_out: bool = False,
 ) -> np.ndarray:
     cout = bias.shape[0]
     if vector == "channels":
@@ -80,4 +90,4 @@ def qconv1x1(
     else:
         wide = np.ascontiguousarray(w).view(np.int8).astype(np.int64)  # (Cout, C)
     acc = np.einsum("oc,nchw->nohw", wide, x.astype(np.int64) - x_offset) + bias[:, None, None]
-    return requantize_ref(acc, scale[:, None, None], zero_point, lo, hi)
+    return requantize_ref(acc, scale[:, None, None], zero_point, lo, hi, hard_swish, float_out)

@@ -66,6 +66,8 @@ def qconv1x1_compute(
     lo: int,
     hi: int,
     x_offset: int = 0,
+    hard_swish: float = 0.0,
+    float_out: bool = False,
 ) -> Tensor:
     n, c, height, width = x.shape
     cout = bias.shape[0]
@@ -88,6 +90,6 @@ def qconv1x1_compute(
     def out(b: Expr, o: Expr, i: Expr, j: Expr) -> Expr:
         p = i * width + j
         v = load(acc, (b, p, o) if vector == "channels" else (b, o, p), "int32")
-        return requantize(v, bias[o], scale[o], zero_point, lo, hi)
+        return requantize(v, bias[o], scale[o], zero_point, lo, hi, hard_swish, float_out)
 
     return compute((n, cout, height, width), out, name="qconv1x1")

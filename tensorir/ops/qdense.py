@@ -94,7 +94,7 @@ def _infer(ins: Types, attrs: dict[str, Any]) -> Types:
             raise ShapeError(f"qdense {name}: want {dtype}{list(shape or [])}, got {t}")
     if x.ndim != 2 or x.shape[1] % QUAD:
         raise ShapeError(f"qdense x must be (M, K) with K a multiple of {QUAD}, got {x}")
-    return [TensorType((x.shape[0], n), "uint8")]
+    return [TensorType((x.shape[0], n), out_dtype(attrs))]
 
 
 def _flops(ins: Types, attrs: Mapping[str, Any], out: TensorType) -> int:
@@ -112,13 +112,35 @@ def qdense(
     lo: int,
     hi: int,
     x_offset: int = 0,
+    hard_swish: float = 0.0,
+    float_out: bool = False,
 ) -> np.ndarray:
     """The integer product and the float32 requantization of the module docstring."""
     wide = unpack_weights(w, n).astype(np.int64)
-    return requantize_ref((x.astype(np.int64) - x_offset) @ wide.T + bias, scale, zero_point, lo, hi)
+    acc = (x.astype(np.int64) - x_offset) @ wide.T + bias
+    return requantize_ref(acc, scale, zero_point, lo, hi, hard_swish, float_out)
 
 
-def requantize_ref(acc: np.ndarray, scale: np.ndarray, zero_point: int, lo: int, hi: int) -> np.ndarray:
-    """clip(round_even(float32(int32 acc) * scale) + zero_point, lo, hi) as uint8."""
-    y = np.rint(acc.astype(np.int32).astype(np.float32) * scale.astype(np.float32)) + np.float32(zero_point)
-    return np.clip(y, lo, hi).astype(np.uint8)
+def out_dtype(attrs: Mapping[str, Any]) -> str:
+    """float32 for an op with `float_out` (its output dequantized: float32(acc) * scale), else uint8."""
+    return "float32" if attrs.get("float_out") else "uint8"
+
+
+def requantize_ref(
+    acc: np.ndarray,
+    scale: np.ndarray,
+    zero_point: int,
+    lo: int,
+    hi: int,
+    hard_swish: float = 0.0,
+    float_out: bool = False,
+) -> np.ndarray:
+    """clip(round_even(act(float32(int32 acc) * scale)) + zero_point, lo, hi) as uint8, act
+    the identity or, for `hard_swish` = y's scale s (not 0), hard swish in y's units:
+    t -> t * clip(t * s/6 + 1/2, 0, 1), which is hard_swish(t s) / s."""
+    t = acc.astype(np.int32).astype(np.float32) * scale.astype(np.float32)
+    if float_out:  # the real value, no requantization
+        return t
+    if hard_swish:
+        t = t * np.clip(t * np.float32(hard_swish / 6) + np.float32(0.5), np.float32(0), np.float32(1))
+    return np.clip(np.rint(t) + np.float32(zero_point), lo, hi).astype(np.uint8)

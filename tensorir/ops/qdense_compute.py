@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 import tensorir.ops.qdense  # noqa: F401  (the reference registers the op first)
 from tensorir.loop.ir import BinOp, Call, Const, Expr
 from tensorir.ops.matmul_compute import schedule_matmul_block
@@ -66,9 +68,24 @@ def quad_word(acts: list[Expr], x_offset: int) -> Expr:
     return BinOp("xor", word, Const(-0x7F7F7F80, "int32")) if x_offset else word  # 0x80808080
 
 
-def requantize(acc: Expr, bias: Expr, scale: Expr, zero_point: int, lo: int, hi: int) -> Expr:
-    """clip(round_even(float32(acc + bias) * scale) + zero_point, lo, hi) as uint8."""
+def requantize(
+    acc: Expr,
+    bias: Expr,
+    scale: Expr,
+    zero_point: int,
+    lo: int,
+    hi: int,
+    hard_swish: float = 0.0,
+    float_out: bool = False,
+) -> Expr:
+    """clip(round_even(act(float32(acc + bias) * scale)) + zero_point, lo, hi) as uint8
+    (act: ops/qdense.py's requantize_ref); float32(acc + bias) * scale for `float_out`."""
     v = cast(acc + bias, "float32") * scale
+    if float_out:
+        return v
+    if hard_swish:
+        gate = v * const(float(np.float32(hard_swish / 6)), "float32") + const(0.5, "float32")
+        v = v * min_(max_(gate, const(0.0, "float32")), const(1.0, "float32"))
     v = call("round", v) + const(zero_point, "float32")
     return cast(min_(max_(v, const(lo, "float32")), const(hi, "float32")), "uint8")
 
@@ -85,6 +102,8 @@ def qdense_compute(
     lo: int,
     hi: int,
     x_offset: int = 0,
+    hard_swish: float = 0.0,
+    float_out: bool = False,
 ) -> Tensor:
     m, k = x.shape
     bt = compute((n, k // QUAD), lambda j, q: w[j // BLOCK, q, j % BLOCK], name="qdense_bt")
@@ -106,6 +125,8 @@ def qdense_compute(
     acc = compute((m, n), dot, name="qdense_acc")
     return compute(
         (m, n),
-        lambda i, j: requantize(load(acc, (i, j), "int32"), bias[j], scale[j], zero_point, lo, hi),
+        lambda i, j: requantize(
+            load(acc, (i, j), "int32"), bias[j], scale[j], zero_point, lo, hi, hard_swish, float_out
+        ),
         name="qdense",
     )

@@ -23,7 +23,7 @@ from tensorir.errors import ShapeError
 from tensorir.graph.types import TensorType
 from tensorir.ops.conv import conv, out_spatial
 from tensorir.ops.infer import Types
-from tensorir.ops.qdense import requantize_ref
+from tensorir.ops.qdense import out_dtype, requantize_ref
 from tensorir.ops.registry import register_op
 
 MAX_TAPS = 2**24 // (255 * 128)  # taps whose uint8 x int8 sum float32 holds exactly (514)
@@ -47,7 +47,7 @@ def _infer(ins: Types, attrs: dict[str, Any]) -> Types:
         if t.dtype != dtype or t.shape != shape or (name == "w" and t.ndim != 3):
             raise ShapeError(f"qdwconv {name}: want {dtype}{list(shape)}, got {t}")
     out = out_spatial(x.shape[2:], w.shape[1:], attrs["strides"], attrs["pads"], (1, 1))
-    return [TensorType((x.shape[0], c, *out), "uint8")]
+    return [TensorType((x.shape[0], c, *out), out_dtype(attrs))]
 
 
 def _flops(ins: Types, attrs: Mapping[str, Any], out: TensorType) -> int:
@@ -67,6 +67,8 @@ def qdwconv(
     zero_point: int,
     lo: int,
     hi: int,
+    hard_swish: float = 0.0,
+    float_out: bool = False,
 ) -> np.ndarray:
     """The integer sum in float64 (exact: |acc| < 2^31 < 2^53), then the requantization:
     sum xp * w = sum (xp - x_zp) * w + x_zp * sum w, and xp - x_zp is x - x_zp padded with 0."""
@@ -74,4 +76,4 @@ def qdwconv(
     xc = x.astype(np.float64) - x_zero_point
     acc = np.rint(conv(xc, w.astype(np.float64)[:, None], None, strides, pads, (1, 1), c)).astype(np.int64)
     acc += (x_zero_point * w.astype(np.int64).sum(axis=(1, 2)) + bias)[:, None, None]
-    return requantize_ref(acc, scale[:, None, None], zero_point, lo, hi)
+    return requantize_ref(acc, scale[:, None, None], zero_point, lo, hi, hard_swish, float_out)

@@ -74,6 +74,8 @@ def qdwconv_compute(
     zero_point: int,
     lo: int,
     hi: int,
+    hard_swish: float = 0.0,
+    float_out: bool = False,
 ) -> Tensor:
     n, c = x.shape[:2]
     ks = w.shape[1:]
@@ -100,7 +102,14 @@ def qdwconv_compute(
     return compute(
         (n, c, *out),
         lambda b, ch, oh, ow: requantize(
-            load(acc, (b, ch, oh, ow), "int32"), bias[ch], scale[ch], zero_point, lo, hi
+            load(acc, (b, ch, oh, ow), "int32"),
+            bias[ch],
+            scale[ch],
+            zero_point,
+            lo,
+            hi,
+            hard_swish,
+            float_out,
         ),
         name="qdwconv",
     )

@@ -5,7 +5,7 @@ The ONNX frontend imports QuantizeLinear / DequantizeLinear as float arithmetic
 (frontend/onnx_quant.py). This pass runs on that form, first among the graph passes, and finds
 
     DQ(x: uint8) --.
-          matmul / gemm / 1x1 conv / depthwise conv --[+ bias]--[relu | clip]--> Q(uint8)
+          matmul / gemm / 1x1 conv / depthwise conv --[+ bias]--[relu | clip | hard swish]--> Q(uint8)
     DQ(W: int8 constant, zero point 0, per tensor or per output column) --'
 
 with x's and y's scale and zero point per tensor, spelled as the importer writes them:
@@ -21,7 +21,9 @@ depthwise one: qdwconv, its padding x's zero point; R = S (Q - Z) throughout):
 
 `bias_q` is the int32 bias when the bias is a DQ of int32 at scale x_scale * w_scale (what
 onnxruntime's quantize_static writes), else the float bias divided by that scale and rounded.
-A relu before the Q is max(Q(y), y_zp): Q is monotone and Q(0) = y_zp. Anything else is left
+A relu before the Q is max(Q(y), y_zp): Q is monotone and Q(0) = y_zp. A hard swish (the op,
+or x * clip(x + 3, 0, 6) / 6 spelled out) runs on the requantized value before rounding
+(attribute hard_swish = y_scale, ops/qdense.py). Anything else is left
 as the float path: other dtypes, a float intermediate used twice, K not a multiple of 4.
 
 For a target whose qdense / qconv1x1 products run on ARM's sdot (signed bytes: aarch64 with
@@ -42,6 +44,7 @@ from tensorir.ops.qdense import BLOCK, QUAD, offset_bias, pack_weights, sdot_off
 from tensorir.ops.qdwconv import MAX_TAPS
 from tensorir.ops.registry import get_op
 from tensorir.passes import add_op, replace, rewrite, single_use
+from tensorir.passes.canonicalize import hard_swish_input
 from tensorir.target import Target, get_target
 
 _CONST_OPS = ("reshape", "cast", "expand", "slice", "unsqueeze")
@@ -51,7 +54,8 @@ def fold_qdq(g: Graph, target: Target | str = "host") -> bool:
     """Rewrite every matched QDQ matrix product into qdense / qconv1x1 / qdwconv for `target`;
     True if any was."""
     x_offset = sdot_offset(get_target(target))
-    return rewrite(g, [("cast", lambda g, nid: _fold(g, nid, x_offset))])
+    changed = rewrite(g, [("cast", lambda g, nid: _fold(g, nid, x_offset))])
+    return rewrite(g, [("conv", lambda g, nid: _fold_float(g, nid, x_offset))]) or changed
 
 
 def has_int8_convs(g: Graph) -> bool:
@@ -130,22 +134,33 @@ def quant(g: Graph, nid: int) -> tuple[Value, float, int] | None:
     return y, float(np.float32(scale.item())), int(zp.item())
 
 
-def _activation(g: Graph, y: Value, scale: float, zp: int) -> tuple[Value, int, int] | None:
-    """(the value before a relu / clip, lo, hi) in y's quantized domain."""
+def _activation(g: Graph, y: Value, scale: float, zp: int) -> tuple[Value, int, int, dict[str, float], int]:
+    """(x, the value before a relu / clip / hard swish; lo, hi in y's quantized domain; the
+    integer op's attributes for the activation; how many of x's readers the pattern holds)."""
     lo, hi = 0, 255
 
     def q(r: float) -> int:
         return int(np.clip(np.rint(np.float32(r) / np.float32(scale)) + zp, 0, 255))
 
     node = g.node(y.node)
-    if node.op not in ("relu", "clip") or not single_use(g, y):
-        return y, lo, hi
+    if not single_use(g, y):
+        return y, lo, hi, {}, 1
+    x = hard_swish_input(g, y, lambda v: _scalar(g, v))
+    if x is not None:
+        return x, lo, hi, {"hard_swish": float(np.float32(scale))}, len(g.consumers(x))
+    if node.op not in ("relu", "clip"):
+        return y, lo, hi, {}, 1
     if node.op == "relu":
         lo = max(lo, zp)
     else:
         lo = max(lo, q(node.attr["min"])) if "min" in node.attr else lo
         hi = min(hi, q(node.attr["max"])) if "max" in node.attr else hi
-    return g.inputs_of(y.node)[0], lo, hi
+    return g.inputs_of(y.node)[0], lo, hi, {}, 1
+
+
+def _scalar(g: Graph, v: Value) -> float | None:
+    c = const_value(g, v)
+    return float(c.reshape(-1)[0]) if c is not None and c.size == 1 else None
 
 
 def _weights(g: Graph, v: Value, kind: str) -> tuple[np.ndarray, np.ndarray] | None:
@@ -184,40 +199,68 @@ def _bias(g: Graph, v: Value, acc_scale: np.ndarray) -> np.ndarray | None:
 
 # ---- the rewrite ---------------------------------------------------------------------
 def _fold(g: Graph, nid: int, x_offset: int) -> bool:
+    """The Q node `nid` and the product (+ bias, activation) before it -> one integer op."""
     qy = quant(g, nid)
     if qy is None:
         return False
     y, y_scale, y_zp = qy
     if not single_use(g, y):
         return False
-    y, lo, hi = _activation(g, y, y_scale, y_zp)
+    y, lo, hi, act, readers = _activation(g, y, y_scale, y_zp)
     bias_v = None
-    if g.node(y.node).op == "add" and single_use(g, y):
-        y, bias_v = g.inputs_of(y.node)
+    if g.node(y.node).op == "add" and len(g.consumers(y)) == readers:
+        (y, bias_v), readers = g.inputs_of(y.node), 1
+    if len(g.consumers(y)) != readers:
+        return False
+    out = _integer_op(g, y, bias_v, x_offset, (y_scale, {"zero_point": y_zp, "lo": lo, "hi": hi} | act))
+    return out is not None and replace(g, nid, [out])
+
+
+def _fold_float(g: Graph, nid: int, x_offset: int) -> bool:
+    """A QDQ conv whose output is not quantized again (it feeds a residual add, or a hard
+    swish read by a squeeze-excite block): the integer product, dequantized in its epilogue
+    (float_out; the float ops after it fuse there)."""
+    if g.node(nid).op != "conv":
+        return False
+    y = Value(nid, 0)
+    if _anchor_kind(g, y) not in ("conv", "dw"):
+        return False
+    out = _integer_op(g, y, None, x_offset, None)
+    return out is not None and replace(g, nid, [out])
+
+
+def _integer_op(
+    g: Graph, y: Value, bias_v: Value | None, x_offset: int, requant: tuple[float, dict[str, Any]] | None
+) -> Value | None:
+    """The integer op computing the product `y` (+ `bias_v`) from its quantized operands,
+    requantized by (y's scale, attributes), or dequantized (float_out) when `requant` is None."""
     ins = g.inputs_of(y.node)
     kind = _anchor_kind(g, y)
-    if not single_use(g, y) or kind is None:
-        return False
+    if kind is None:
+        return None
     x = dequant(g, ins[0])
     wts = _weights(g, ins[1], kind)
     if x is None or wts is None or g.type_of(x[0]).dtype != "uint8" or x[1].size != 1 or x[2].size != 1:
-        return False
+        return None
     if len(ins) == 3:
         if bias_v is not None:
-            return False
+            return None
         bias_v = ins[2]
     (xq, x_scale, x_zp), (w, w_scale) = x, wts
     acc_scale = np.float32(x_scale.item()) * w_scale
     bias = np.zeros(w.shape[0], np.int64) if bias_v is None else _bias(g, bias_v, acc_scale)
     if bias is None or (w.shape[1] % QUAD and kind != "dw"):
-        return False
+        return None
     bias = bias - int(x_zp.item()) * w.astype(np.int64).sum(axis=1)
     x_offset = 0 if kind == "dw" or _overflows(offset_bias(bias, w, x_offset)) else x_offset
     bias = offset_bias(bias, w, x_offset)  # a bias that overflows with the offset: none (no sdot)
     if _overflows(bias):
-        return False
-    mult = (acc_scale / np.float32(y_scale)).astype(np.float32)
-    attrs = {"zero_point": y_zp, "lo": lo, "hi": hi} | ({"x_offset": x_offset} if x_offset else {})
+        return None
+    if requant is None:
+        mult, attrs = acc_scale.astype(np.float32), {"zero_point": 0, "lo": 0, "hi": 255, "float_out": True}
+    else:
+        mult, attrs = (acc_scale / np.float32(requant[0])).astype(np.float32), dict(requant[1])
+    attrs |= {"x_offset": x_offset} if x_offset else {}
     if kind == "dw":  # the padding is x's zero point; the weights keep their (KH, KW) taps
         conv = g.node(y.node).attr
         attrs |= {
@@ -227,8 +270,7 @@ def _fold(g: Graph, nid: int, x_offset: int) -> bool:
         }
         w = w.reshape(w.shape[0], *g.type_of(ins[1]).shape[2:])
     emit = {"conv": _qconv1x1, "dw": _qdwconv}.get(kind, _qdense)
-    out = emit(g, xq, w, bias.astype(np.int32), mult, attrs)
-    return out is not None and replace(g, nid, [out])
+    return emit(g, xq, w, bias.astype(np.int32), mult, attrs)
 
 
 def _overflows(bias: np.ndarray) -> bool:

@@ -191,3 +191,69 @@ def test_float_matmul_is_left_alone():
     )
     g = from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
     assert not fold_qdq(g)
+
+
+def _paddle_block() -> onnx.ModelProto:
+    """A PP-LCNet block as Paddle exports it: 1x1 conv + HardSwish, depthwise 5x5 + hard swish
+    spelled x * clip(x + 3, 0, 6) / 6 read by a squeeze-excite (GAP, sigmoid, mul), 1x1
+    projection + residual add."""
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"]),
+        helper.make_node("HardSwish", ["c1"], ["h1"]),
+        helper.make_node("Conv", ["h1", "wd", "bd"], ["d"], group=24, pads=[2, 2, 2, 2]),
+        helper.make_node("Add", ["d", "three"], ["d3"]),
+        helper.make_node("Clip", ["d3", "lo", "hi"], ["dc"]),
+        helper.make_node("Mul", ["d", "dc"], ["dm"]),
+        helper.make_node("Div", ["dm", "six"], ["h2"]),
+        helper.make_node("GlobalAveragePool", ["h2"], ["p"]),
+        helper.make_node("Sigmoid", ["p"], ["s"]),
+        helper.make_node("Mul", ["h2", "s"], ["e"]),
+        helper.make_node("Conv", ["e", "w3", "b3"], ["c3"]),
+        helper.make_node("Add", ["c3", "x"], ["y"]),
+    ]
+    inits = {
+        "w1": RNG.standard_normal((24, 16, 1, 1)) / 4,
+        "b1": RNG.standard_normal(24),
+        "wd": RNG.standard_normal((24, 1, 5, 5)) / 5,
+        "bd": RNG.standard_normal(24),
+        "three": np.array(3.0),
+        "six": np.array(6.0),
+        "lo": np.array(0.0),
+        "hi": np.array(6.0),
+        "w3": RNG.standard_normal((16, 24, 1, 1)) / 4,
+        "b3": RNG.standard_normal(16),
+    }
+    shape = [1, 16, 12, 32]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)],
+        [numpy_helper.from_array(np.asarray(v, np.float32), k) for k, v in inits.items()],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_hard_swish_epilogue_and_float_outputs_fold_and_match_onnxruntime():
+    """`tir quantize`'s QDQ form of a Paddle block: the 1x1 conv's HardSwish runs in its
+    requantize (hard_swish=y_scale); the depthwise conv, whose hard swish feeds the SE
+    block unquantized, and the projection, read by the float residual add, keep integer
+    products with a dequantizing epilogue (float_out). ORT on the same QDQ model agrees."""
+    from tensorir.quantize import quantize_model
+
+    samples = [{"x": RNG.standard_normal((1, 16, 12, 32)).astype(np.float32)} for _ in range(8)]
+    model = quantize_model(_paddle_block(), samples, progress=False, min_sqnr=0).model
+    text = print_graph(optimize(from_onnx(model), fuse=False, layout=False))
+    ops = [ln.split(" = ")[1].split("(")[0] for ln in text.splitlines() if " = q" in ln or " = conv(" in ln]
+    assert ops == ["qconv1x1", "qdwconv", "qconv1x1"], ops
+    lines = [ln for ln in text.splitlines() if " = q" in ln]
+    assert "hard_swish=" in lines[0] and lines[0].endswith(": u8[1,24,12,32]")
+    assert all("float_out=True" in ln and ": f32[" in ln for ln in lines[1:])
+    # the spelled-out hard swish after the depthwise conv is one op (canonicalize), the 1x1's is gone
+    assert text.count(" = hard_swish(") == 1 and " = div(" not in text
+    mod = tir.compile(model)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for seed in range(3):
+        x = np.random.default_rng(seed).standard_normal((1, 16, 12, 32)).astype(np.float32)
+        want, got = sess.run(None, {"x": x})[0], mod.run({"x": x})[0]
+        np.testing.assert_allclose(got, want, atol=1e-5 * np.abs(want).max())
