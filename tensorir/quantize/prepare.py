@@ -16,6 +16,8 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from tensorir.quantize.qdq import constants
+
 
 def _bn_params(node: onnx.NodeProto, inits: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray] | None:
     """(per-channel gain, offset) of an inference-mode BatchNormalization with constant parameters."""
@@ -32,9 +34,10 @@ def _bn_params(node: onnx.NodeProto, inits: dict[str, np.ndarray]) -> tuple[np.n
 
 def fold_batchnorm(model: onnx.ModelProto) -> onnx.ModelProto:
     """`model` with each BatchNormalization that alone reads a Conv's output (constant weights
-    and parameters) folded into that Conv."""
+    and parameters, initializers or Constant nodes as Paddle's exporter writes them) folded
+    into that Conv."""
     g = model.graph
-    inits = {t.name: numpy_helper.to_array(t) for t in g.initializer}
+    inits = constants(model)
     readers = Counter(i for n in g.node for i in n.input)
     outputs = {o.name for o in g.output}
     producer = {t: n for n in g.node for t in n.output}
@@ -62,8 +65,10 @@ def fold_batchnorm(model: onnx.ModelProto) -> onnx.ModelProto:
     out = onnx.ModelProto()
     out.CopyFrom(model)
     nodes = []
+    read = Counter(i for n in g.node if id(n) not in drop and id(n) not in renamed for i in n.input)
     for n, n_out in zip(g.node, out.graph.node, strict=True):
-        if id(n) in drop:
+        unread = n.op_type == "Constant" and not read[n.output[0]] and n.output[0] not in outputs
+        if id(n) in drop or unread:  # the BN, and the constants only the fold read
             continue
         if id(n) in renamed:
             inputs, y = renamed[id(n)]

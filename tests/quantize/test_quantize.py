@@ -4,8 +4,10 @@ calibration thresholds on a known distribution; --min-sqnr / --keep-float; bad -
 
 from __future__ import annotations
 
+import collections
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +22,8 @@ from benchmarks.wild_quantize import line_crop
 from tensorir.cli import main
 from tensorir.errors import InputError
 from tensorir.frontend.onnx import from_onnx
+from tensorir.graph.printer import print_graph
+from tensorir.pipeline import optimize
 from tensorir.quantize import quantize_model, read_calibration
 from tensorir.quantize.calibrate import HistogramCollector, RangeCollector, activation_ranges
 from tensorir.runtime.executor import CompiledGraph
@@ -209,6 +213,12 @@ def test_trained_text_direction_classifier_int8_agrees_with_fp32_on_98_percent_o
     lines = [{x: line_crop(shape, s)} for s in range(100, 300)]
     same = [f32.run(None, feeds)[0].argmax() == i8.run(None, feeds)[0].argmax() for feeds in lines]
     assert np.mean(same) >= 0.98, np.mean(same)
+    # compiled, every 1x1 and depthwise conv is an integer op (the BN folded first; the hard
+    # swishes in the requantize or after a dequantizing epilogue); the float convs left are the
+    # 3-channel stem and the squeeze-excite ones whose channels are not a multiple of 4
+    text = print_graph(optimize(from_onnx(result.model, input_shapes={x: shape}), fuse=False))
+    ops = collections.Counter(re.findall(r" = (qconv1x1|qdwconv|conv)\(", text))
+    assert ops == {"qconv1x1": 34, "qdwconv": 11, "conv": 8}, ops
 
 
 def _convtranspose_matmul() -> onnx.ModelProto:
@@ -270,3 +280,37 @@ def test_calibration_files_of_several_inputs_pair_by_the_longest_input_name(tmp_
     np.save(tmp_path / "x_mask_2.npy", np.zeros((1, 2), np.float32))
     with pytest.raises(InputError, match="every input needs the same number of samples"):
         read_calibration(tmp_path, model)
+
+
+def test_batchnorm_with_constant_node_parameters_folds_into_the_conv():
+    """Paddle's exporter writes weights and BN parameters as Constant nodes, not
+    initializers: the BN still folds (so the conv's QDQ fold sees conv + bias), and the
+    Constant nodes only it read are dropped."""
+    from tensorir.quantize.prepare import fold_batchnorm
+
+    rng = np.random.default_rng(9)
+
+    def constant(name: str, value: np.ndarray) -> onnx.NodeProto:
+        return helper.make_node(
+            "Constant", [], [name], value=numpy_helper.from_array(value.astype(np.float32))
+        )
+
+    params = [rng.standard_normal(4), rng.standard_normal(4), rng.standard_normal(4), rng.random(4) + 0.5]
+    nodes = [
+        constant("w", rng.standard_normal((4, 3, 3, 3))),
+        *(constant(f"p{i}", p) for i, p in enumerate(params)),
+        helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("BatchNormalization", ["c", "p0", "p1", "p2", "p3"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    folded = fold_batchnorm(model)
+    assert [n.op_type for n in folded.graph.node] == ["Conv"]
+    assert list(folded.graph.node[0].input)[1:] == ["c_W_bn", "c_B_bn"]
+    x = {"x": rng.standard_normal((1, 3, 8, 8)).astype(np.float32)}
+    np.testing.assert_allclose(_session(folded).run(None, x)[0], _session(model).run(None, x)[0], atol=1e-4)
