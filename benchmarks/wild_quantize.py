@@ -22,7 +22,9 @@ import io
 import os
 import time
 import zipfile
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -126,8 +128,8 @@ def agreement(
     images: str = "scans",
     min_sqnr: float = 20.0,
     compiled: int = 16,
-    speed: bool = False,
-) -> dict[str, float]:
+    speed: Sequence[int] = (),
+) -> dict[str, Any]:
     import onnxruntime as ort
 
     import tensorir
@@ -161,7 +163,7 @@ def agreement(
         classes[a[0]] += 1
         if s < calib + compiled:
             same_tir += int(mod.run(feeds)[0].argmax(-1)[0] == a[0])
-    out = {"speed": _speed(path, result.model, {x: sample(0)}, shape)} if speed else {}
+    out = {"speed": {t: _speed(path, result.model, {x: sample(0)}, shape, threads=t) for t in speed}}
     return out | {
         "quantized_ops": sum(r.quantized for r in result.rows),
         "ops": len(result.rows),
@@ -172,8 +174,10 @@ def agreement(
     }
 
 
-def _speed(path: Path, q8: onnx.ModelProto, feeds: dict, shape: tuple, runs: int = 40) -> dict[str, float]:
-    """Medians (ms, 1 thread, interleaved) of tensorir and onnxruntime on the float and the int8 model."""
+def _speed(
+    path: Path, q8: onnx.ModelProto, feeds: dict, shape: tuple, runs: int = 40, threads: int = 1
+) -> dict[str, float]:
+    """Medians (ms, interleaved) of tensorir and onnxruntime on the float and the int8 model."""
     import tensorir
     from benchmarks.compare import _interleaved, _ort_session
 
@@ -181,10 +185,10 @@ def _speed(path: Path, q8: onnx.ModelProto, feeds: dict, shape: tuple, runs: int
     fns = []
     for m in (f32, q8):
         mod = tensorir.compile(m, "host", input_shapes={k: shape for k in feeds})
-        mod.set_num_threads(1)
+        mod.set_num_threads(threads)
         fns.append(lambda mod=mod: mod.run(feeds))
     for m in (f32, q8):
-        sess = _ort_session(m, 1)
+        sess = _ort_session(m, threads)
         fns.append(lambda sess=sess: sess.run(None, feeds))
     times = _interleaved(fns, runs, 5)
     return dict(zip(("tir_fp32", "tir_int8", "ort_fp32", "ort_int8"), (t * 1e3 for t in times), strict=True))
@@ -198,10 +202,16 @@ def main() -> int:
     ap.add_argument("--method", default="minmax")
     ap.add_argument("--images", default="scans", choices=["scans", "pages"])
     ap.add_argument("--min-sqnr", type=float, default=20.0)
-    ap.add_argument("--speed", action="store_true", help="also time fp32 / int8, tensorir / onnxruntime")
+    ap.add_argument(
+        "--speed",
+        type=int,
+        nargs="*",
+        help="also time fp32 / int8, tensorir / onnxruntime at these thread counts",
+    )
     args = ap.parse_args()
     for name in args.models:
-        r = agreement(name, args.calib, args.eval, args.method, args.images, args.min_sqnr, speed=args.speed)
+        speed = [1] if args.speed == [] else (args.speed or [])
+        r = agreement(name, args.calib, args.eval, args.method, args.images, args.min_sqnr, speed=speed)
         print(
             f"{name} ({args.method}, --min-sqnr {args.min_sqnr:g}, {args.calib} calibration {args.images}): "
             f"{r['quantized_ops']}/{r['ops']} ops int8, quantized in {r['quantize_s']:.1f}s; "
@@ -209,10 +219,9 @@ def main() -> int:
             f"{r['agreement_ort']:.2%} (onnxruntime), {r['agreement_tensorir']:.2%} (tensorir, first 16); "
             f"fp32 classes {r['fp32_classes']}"
         )
-        if "speed" in r:
-            s = r["speed"]
+        for threads, s in r["speed"].items():
             print(
-                "  1 thread, ms: "
+                f"  {threads} thread(s), ms: "
                 + ", ".join(f"{k} {v:.3f}" for k, v in s.items())
                 + f"; load {os.getloadavg()}"
             )
