@@ -47,6 +47,7 @@ from tensorir.passes import add_op, replace, rewrite, single_use
 from tensorir.passes.canonicalize import hard_swish_input
 from tensorir.target import Target, get_target
 
+MIN_KXK_CHANNELS = 8  # input channels from which a QDQ KxK conv runs as im2col + qconv1x1
 _CONST_OPS = ("reshape", "cast", "expand", "slice", "unsqueeze")
 
 
@@ -171,7 +172,7 @@ def _weights(g: Graph, v: Value, kind: str) -> tuple[np.ndarray, np.ndarray] | N
         return None
     q, scale, zp = dq
     w = const_value(g, q)
-    if w is None or w.dtype != np.int8 or np.any(zp) or (w.ndim != 2 and kind not in ("conv", "dw")):
+    if w is None or w.dtype != np.int8 or np.any(zp) or (w.ndim != 2 and kind not in ("conv", "dw", "kxk")):
         return None
     s = np.broadcast_to(scale, w.shape)
     if kind == "kn":
@@ -249,7 +250,7 @@ def _integer_op(
     (xq, x_scale, x_zp), (w, w_scale) = x, wts
     acc_scale = np.float32(x_scale.item()) * w_scale
     bias = np.zeros(w.shape[0], np.int64) if bias_v is None else _bias(g, bias_v, acc_scale)
-    if bias is None or (w.shape[1] % QUAD and kind != "dw"):
+    if bias is None or (w.shape[1] % QUAD and kind in ("kn", "nk")):
         return None
     bias = bias - int(x_zp.item()) * w.astype(np.int64).sum(axis=1)
     x_offset = 0 if kind == "dw" or _overflows(offset_bias(bias, w, x_offset)) else x_offset
@@ -269,6 +270,9 @@ def _integer_op(
             "x_zero_point": int(x_zp.item()),
         }
         w = w.reshape(w.shape[0], *g.type_of(ins[1]).shape[2:])
+    if kind == "kxk":  # the windows as channels (im2col), then a pointwise product over them
+        xq, w = _im2col(g, xq, w.reshape(g.type_of(ins[1]).shape), g.node(y.node).attr, int(x_zp.item()))
+        kind = "conv"
     emit = {"conv": _qconv1x1, "dw": _qdwconv}.get(kind, _qdense)
     return emit(g, xq, w, bias.astype(np.int32), mult, attrs)
 
@@ -296,9 +300,15 @@ def _anchor_kind(g: Graph, y: Value) -> str | None:
     wshape, channels = g.type_of(ins[1]).shape, g.type_of(ins[0]).shape[1]
     if a.get("group", 1) == channels == wshape[0] and wshape[1] == 1:
         return "dw"
+    if a.get("group", 1) != 1:
+        return None
     plain = {"strides": (1, 1), "pads": (0, 0, 0, 0)}
-    pointwise = wshape[2:] == (1, 1) and a.get("group", 1) == 1
-    return "conv" if pointwise and all(tuple(a.get(k, v)) == v for k, v in plain.items()) else None
+    pointwise = wshape[2:] == (1, 1) and all(tuple(a.get(k, v)) == v for k, v in plain.items())
+    if pointwise and channels % QUAD == 0:
+        return "conv"
+    # a KxK window over few channels (an RGB stem) stays float: its im2col copy, 4/C bytes per
+    # tap over the input, costs more than the product it feeds (ocr_cls: 35 us vs 19 us)
+    return "kxk" if channels >= MIN_KXK_CHANNELS or wshape[2:] == (1, 1) else None
 
 
 def _qdense(g: Graph, xq: Value, w: np.ndarray, bias: np.ndarray, mult: np.ndarray, attrs: dict) -> Value:
@@ -310,6 +320,23 @@ def _qdense(g: Graph, xq: Value, w: np.ndarray, bias: np.ndarray, mult: np.ndarr
     if len(shape) == 2:
         return y
     return add_op(g, "reshape", [y], {"shape": (*shape[:-1], w.shape[0])})
+
+
+def _im2col(g: Graph, xq: Value, w: np.ndarray, conv: dict, x_zp: int) -> tuple[Value, np.ndarray]:
+    """x's windows as KH KW Cp channels (Cp: C rounded up to 4, the pad channels read x's zero
+    point against zero weights) and W (Cout, C, KH, KW) as (Cout, KH KW Cp) to match."""
+    cout, c, kh, kw = w.shape
+    cp = -(-c // QUAD) * QUAD
+    attrs = {
+        "kernel": (kh, kw),
+        "strides": tuple(conv.get("strides", (1, 1))),
+        "pads": tuple(conv.get("pads", (0, 0, 0, 0))),
+        "channels": cp,
+        "fill": x_zp,
+    }
+    wide = np.zeros((cout, kh, kw, cp), np.int8)
+    wide[..., :c] = w.transpose(0, 2, 3, 1)
+    return add_op(g, "im2col", [xq], attrs), wide.reshape(cout, -1)
 
 
 def _qconv1x1(g: Graph, xq: Value, w: np.ndarray, bias: np.ndarray, mult: np.ndarray, attrs: dict) -> Value:

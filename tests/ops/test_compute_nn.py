@@ -350,3 +350,20 @@ def test_max_pool_without_indices_is_one_output_and_pads_per_chunk():
     assert "pad_at" in {k.name for k in space.knobs()}
     with_idx = kernel_space("max_pool", [TensorType.of(x)], {**attrs, "indices": 1}, get_target("host"))
     assert "pad_at" not in {k.name for k in with_idx.knobs()}
+
+
+@pytest.mark.parametrize(
+    "shape, dtype, attrs",
+    [
+        ((1, 3, 9, 11), "uint8", {"kernel": (3, 3), "strides": (2, 2), "pads": (1, 1, 1, 1), "channels": 4}),
+        ((2, 8, 6, 7), "uint8", {"kernel": (3, 2), "strides": (1, 1), "pads": (1, 0, 2, 1), "channels": 8}),
+        ((1, 22, 5, 5), "uint8", {"kernel": (1, 1), "strides": (1, 1), "pads": (0, 0, 0, 0), "channels": 24}),
+        ((1, 4, 8, 8), "float32", {"kernel": (1, 1), "strides": (2, 2), "pads": (0, 0, 0, 0), "channels": 4}),
+    ],
+)
+def test_im2col(shape, dtype, attrs):
+    """Windows as channels (kh, kw, c), the fill (a zero point) outside the map and in the
+    pad channels: a 3x3 stride-2 RGB stem, an odd kernel with uneven pads, channel padding
+    only (22 -> 24), a strided 1x1."""
+    x = np.random.default_rng(6).integers(0, 255, shape).astype(dtype)
+    check("im2col", [x], {**attrs, "fill": 17})
