@@ -224,7 +224,7 @@ def _fold_float(g: Graph, nid: int, x_offset: int) -> bool:
     if g.node(nid).op != "conv":
         return False
     y = Value(nid, 0)
-    if _anchor_kind(g, y) not in ("conv", "dw"):
+    if _anchor_kind(g, y) not in ("conv", "dw", "kxk"):
         return False
     out = _integer_op(g, y, None, x_offset, None)
     return out is not None and replace(g, nid, [out])
