@@ -46,6 +46,7 @@ from tensorir.loop.ir import (
     Seq,
     Stmt,
     Store,
+    Var,
 )
 from tensorir.loop.simplify import simplify
 from tensorir.loop.visitor import Mutator, substitute, uses_var, walk
@@ -172,7 +173,55 @@ def vectorize_loop(loop: For) -> Stmt:
             raise NotVectorizable("body is already vectorized")
         return simplify(_Lanes(loop, n).stmt(loop.body))  # type: ignore[no-any-return]
     except NotVectorizable:
+        return _edge_split(loop, n, serial)
+
+
+def _affine_comparisons(cond: Expr, var: Var) -> list[Cmp] | None:
+    """The comparisons whose `and` `cond` is, when each compares integers affine in `var`."""
+    if isinstance(cond, BinOp) and cond.op == "and":
+        a, b = _affine_comparisons(cond.a, var), _affine_comparisons(cond.b, var)
+        return None if a is None or b is None else a + b
+    if not isinstance(cond, Cmp) or cond.op == "!=" or not is_int(cond.a.dtype):
+        return None
+    for side in (cond.a, cond.b):
+        terms, _ = to_linear(side)
+        if any(atom != var and uses_var(atom, var) for atom in terms):
+            return None
+    return [cond]
+
+
+def _edge_split(loop: For, n: int, serial: For) -> Stmt:
+    """A body `if c(lane): A else: B` with c an `and` of comparisons affine in the lane (a
+    window's bounds): each comparison is monotone in the lane, so it holds for every lane
+    when it holds for the first and the last. Those blocks (the interior of a padded map)
+    run A on vectors, the blocks where some comparison fails at both ends run B on vectors,
+    the few blocks across an edge stay serial. Anything else: `serial`."""
+    body = loop.body
+    if not isinstance(body, If) or not uses_var(body.cond, loop.var):
         return serial
+    comparisons = _affine_comparisons(body.cond, loop.var)
+    if comparisons is None:
+        return serial
+    lanes = _Lanes(loop, n)
+    try:
+        then = lanes.stmt(body.then)
+        orelse = None if body.orelse is None else lanes.stmt(body.orelse)
+    except NotVectorizable:
+        return serial
+    ends = [{loop.var: loop.start}, {loop.var: BinOp("+", loop.start, Const(n - 1, loop.var.dtype))}]
+
+    def at_both_ends(c: Expr) -> Expr:
+        return BinOp("and", substitute(c, ends[0]), substitute(c, ends[1]))
+
+    inside = at_both_ends(body.cond)
+    rest: Stmt = serial
+    if orelse is not None:  # some comparison false at both ends: false for every lane
+        outside = None
+        for c in comparisons:
+            miss = at_both_ends(Not(c))
+            outside = miss if outside is None else BinOp("or", outside, miss)
+        rest = If(outside, orelse, serial)  # type: ignore[arg-type]
+    return simplify(If(inside, then, rest))  # type: ignore[no-any-return]
 
 
 class _Vectorize(Mutator):

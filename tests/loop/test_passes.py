@@ -3,7 +3,7 @@
 import numpy as np
 
 from tensorir.loop.interp import run
-from tensorir.loop.ir import Buffer, Cast, Const, For, ForKind, If, Load, LoopFunc, Seq, Store, Var
+from tensorir.loop.ir import BinOp, Buffer, Cast, Const, For, ForKind, If, Load, LoopFunc, Seq, Store, Var
 from tensorir.loop.passes import unroll, vectorize
 from tensorir.loop.printer import to_text
 from tensorir.loop.simplify import simplify
@@ -94,3 +94,22 @@ def test_lane_blocks_inside_one_divisor_block_vectorize():
     # a divisor the lanes straddle (12) or a base off the lane grid (i*4) stays serial
     for idx in ((i * 8 + j) // 12, (i * 4 + j) // 16):
         assert "ramp" not in lowered(nest(Store(C, i * 8 + j, Load(B, idx))))
+
+
+def test_lane_dependent_window_bounds_split_into_vector_and_edge_blocks():
+    """`if 0 <= i*8 + j - 1 < 12: C = A[...] else: C = 0` (a padded row read by a window):
+    blocks with every lane inside run on vectors, blocks with every lane outside store the
+    fill as a vector, the block across an edge stays lane by lane; results as serial."""
+    col = i * 8 + j - 1
+    cond = BinOp("and", col >= 0, col < 12)
+    body = If(cond, Store(C, i * 8 + j, Load(A, col)), Store(C, i * 8 + j, Const(0.0, "float32")))
+    text = lowered(nest(body))
+    assert (
+        text.startswith("for i in range(0, 4):\n  if ")
+        and "C[ramp(i*8, 1, 8)] = A[ramp(i*8 - 1, 1, 8)]" in text
+    )
+    assert "C[ramp(i*8, 1, 8)] = broadcast(0.0, 8)" in text and "for j in range(0, 8):" in text
+    _assert_same_as_serial(body, simplify(vectorize(nest(body))))
+    # a bound that is not affine in the lane keeps the whole loop serial
+    odd = If(Load(IDX, j) < 3, Store(C, i * 8 + j, Const(1.0, "float32")))
+    assert "ramp" not in lowered(nest(odd))
