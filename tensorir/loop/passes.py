@@ -20,6 +20,7 @@ or non-constant unrolled loops keep their kind for the code generator.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 from typing import Any
 
@@ -192,15 +193,18 @@ def _affine_comparisons(cond: Expr, var: Var) -> list[Cmp] | None:
 
 def _edge_split(loop: For, n: int, serial: For) -> Stmt:
     """A body `if c(lane): A else: B` with c an `and` of comparisons affine in the lane (a
-    window's bounds): each comparison is monotone in the lane, so it holds for every lane
-    when it holds for the first and the last. Those blocks (the interior of a padded map)
-    run A on vectors, the blocks where some comparison fails at both ends run B on vectors,
-    the few blocks across an edge stay serial. Anything else: `serial`."""
-    body = loop.body
+    window's bounds; optionally under a tail guard `if g(lane):` of the same kind): each
+    comparison is monotone in the lane, so it holds for every lane when it holds for the
+    first and the last. Those blocks (the interior of a padded map) run A on vectors, the
+    blocks where some comparison of c fails at both ends run B on vectors, the few blocks
+    across an edge stay serial. Anything else: `serial`."""
+    body, guard = loop.body, None
+    if isinstance(body, If) and body.orelse is None and isinstance(body.then, If):
+        guard, body = body.cond, body.then
     if not isinstance(body, If) or not uses_var(body.cond, loop.var):
         return serial
     comparisons = _affine_comparisons(body.cond, loop.var)
-    if comparisons is None:
+    if comparisons is None or (guard is not None and _affine_comparisons(guard, loop.var) is None):
         return serial
     lanes = _Lanes(loop, n)
     try:
@@ -216,11 +220,12 @@ def _edge_split(loop: For, n: int, serial: For) -> Stmt:
     inside = at_both_ends(body.cond)
     rest: Stmt = serial
     if orelse is not None:  # some comparison false at both ends: false for every lane
-        outside = None
-        for c in comparisons:
-            miss = at_both_ends(Not(c))
-            outside = miss if outside is None else BinOp("or", outside, miss)
-        rest = If(outside, orelse, serial)  # type: ignore[arg-type]
+        outside = functools.reduce(
+            lambda a, b: BinOp("or", a, b), [at_both_ends(Not(c)) for c in comparisons]
+        )
+        rest = If(outside if guard is None else BinOp("and", at_both_ends(guard), outside), orelse, serial)
+    if guard is not None:
+        inside = BinOp("and", at_both_ends(guard), inside)
     return simplify(If(inside, then, rest))  # type: ignore[no-any-return]
 
 

@@ -37,12 +37,19 @@ from tensorir.schedule.schedule import Schedule
 from tensorir.schedule.te import Tensor, all_, cast, compute, if_then_else, reduce_axis, sum_
 from tensorir.target import Target
 
+ROW = 16  # lanes of the padding copy's rows
+
 
 def schedule_qdwconv(s: Schedule, outputs: Sequence[Tensor], target: Target) -> None:
     acc, pad = stage_named(s, "qdwconv_acc"), stage_named(s, "qdwconv_pad")
     inline_elementwise(s, keep=[pad])
     y = next(st for st in s.stages if st.is_output)
     place_pad(pad, y, schedule_windowed(s, y, acc, target), chunk_default=True)
+    if pad is not None and pad.attach[0] == "at" and pad.op.axis[-1].extent > ROW:
+        # the blocks of a padded row inside the map convert uint8 -> float32 on vectors,
+        # those across its edges (and the row's tail) lane by lane (loop/passes.py: _edge_split)
+        _, lanes = pad.split(pad.op.axis[-1], factor=ROW)
+        pad.vectorize(lanes)
 
 
 def _phases(
