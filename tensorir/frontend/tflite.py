@@ -15,8 +15,12 @@ transpose appears only where the NHWC order matters (reshape, fully-connected, a
 or output), never as a pair between convolutions. Graph inputs and outputs keep TFLite's
 NHWC shapes and names.
 
-Supported: float32 models and fp16-weight models (DEQUANTIZE of float16 constants). Models
-with int8/uint8/int16 quantized tensors are refused with one line naming the first one.
+Supported: float32 models, fp16-weight models (DEQUANTIZE of float16 constants) and fully
+quantized int8 / uint8 models (TensorFlow's full-integer post-training quantization): each
+quantized tensor becomes float arithmetic on its integer values (tflite_quant.py), every op runs
+as its float op between a dequantize of its inputs and a quantize of its output. Other
+quantized tensors (int16 activations of 16x8 models, int64 biases) are refused with one line
+naming the first one.
 """
 
 from __future__ import annotations
@@ -34,6 +38,8 @@ import numpy as np
 
 from tensorir.debug import stage
 from tensorir.errors import ModelError, ShapeError, TirError, UnsupportedOpError
+from tensorir.frontend import tflite_quant as tq
+from tensorir.frontend.tflite_quant import QuantParams
 from tensorir.graph.graph import Graph, Value
 from tensorir.graph.types import TensorType
 from tensorir.ops.registry import get_op
@@ -79,6 +85,7 @@ class TflTensor:
     data: np.ndarray | None  # constant data (a buffer), else None
     quantization: str = ""  # "" or "per-tensor" / "per-channel (axis k)"
     variable: bool = False
+    qparams: QuantParams | None = None  # scale / zero point of a quantized tensor
 
 
 @dataclass
@@ -140,11 +147,21 @@ def _options(op: Any, classes: Mapping[int, str]) -> dict[str, Any]:
     return out
 
 
-def _quantization(t: Any) -> str:
+def _quantization(t: Any) -> tuple[str, QuantParams | None]:
     q = t.Quantization()
     if q is None or q.ScaleLength() == 0:
-        return ""
-    return "per-tensor" if q.ScaleLength() == 1 else f"per-channel (axis {q.QuantizedDimension()})"
+        return "", None
+    scale = np.asarray(q.ScaleAsNumpy(), np.float32).reshape(-1)
+    zp = (
+        np.asarray(q.ZeroPointAsNumpy(), np.int64).reshape(-1)
+        if q.ZeroPointLength()
+        else np.zeros(0, np.int64)
+    )
+    if zp.size != scale.size:
+        zp = np.broadcast_to(zp if zp.size == 1 else np.zeros(1, np.int64), scale.shape).copy()
+    params = QuantParams(scale, zp, int(q.QuantizedDimension()))
+    kind = "per-tensor" if q.ScaleLength() == 1 else f"per-channel (axis {q.QuantizedDimension()})"
+    return kind, params
 
 
 def _buffer_data(model: Any, raw: bytes, t: Any, dtype: str, shape: tuple[int, ...]) -> np.ndarray | None:
@@ -173,7 +190,8 @@ def _read_tensor(model: Any, raw: bytes, t: Any, index: int) -> TflTensor:
         raise ModelError(f"tensor #{index} '{name}': element type {t.Type()} is not supported")
     dtype = _DTYPES[t.Type()]
     data = _buffer_data(model, raw, t, dtype, shape)
-    return TflTensor(index, name, shape, dtype, data, _quantization(t), bool(t.IsVariable()))
+    kind, params = _quantization(t)
+    return TflTensor(index, name, shape, dtype, data, kind, bool(t.IsVariable()), params)
 
 
 def _read_op(model: Any, op: Any, index: int, names: Mapping[int, str], classes: Mapping[int, str]) -> TflOp:
@@ -237,14 +255,33 @@ def _check_references(m: TflModel) -> None:
 
 # ---- checks ----------------------------------------------------------------------------
 def check_quantization(m: TflModel) -> None:
-    """Refuse a quantized model (int8 comes later) with one line naming its first quantized tensor."""
+    """Refuse quantized tensors other than int8 / uint8 activations (per tensor) and int8 / uint8 /
+    int32 constants (per tensor or per channel), with one line naming the first one."""
     for t in m.tensors:
-        if t.quantization and t.dtype in _QUANT_DTYPES:
+        if not t.quantization or t.dtype not in _QUANT_DTYPES or t.qparams is None:
+            continue
+        what = (
+            f"{m.path}: quantized model: tensor #{t.index} '{t.name}' is {t.dtype} "
+            f"with {t.quantization} quantization"
+        )
+        p = t.qparams
+        if not np.all(np.isfinite(p.scale)) or np.any(p.scale <= 0):
+            raise ModelError(f"{what} and a scale that is not positive and finite")
+        if t.data is not None:
+            if t.dtype not in tq.CONSTANT_DTYPES:
+                raise UnsupportedOpError(
+                    f"{what}; tensorir imports int8 / uint8 weights and int32 biases "
+                    "(16x8 quantization, int64 biases, is not supported)"
+                )
+            if p.per_channel and not (0 <= p.axis < len(t.shape) and t.shape[p.axis] == p.scale.size):
+                raise ModelError(f"{what}: {p.scale.size} scales do not fit its shape {list(t.shape)}")
+        elif t.dtype not in tq.ACTIVATION_DTYPES:
             raise UnsupportedOpError(
-                f"{m.path}: quantized model: tensor #{t.index} '{t.name}' is {t.dtype} with "
-                f"{t.quantization} quantization; tensorir imports float32 and fp16-weight .tflite "
-                "models only (int8 is not supported yet)"
+                f"{what}; tensorir imports int8 / uint8 activations only "
+                "(16x8 quantization, int16 activations, is not supported)"
             )
+        elif p.per_channel:
+            raise UnsupportedOpError(f"{what}; activations must be quantized per tensor")
 
 
 def check_supported(m: TflModel) -> None:
@@ -293,11 +330,18 @@ class TfliteContext:
         self.graph, self.model = graph, model
         self.values: dict[int, Value] = {}  # tensor -> value in TFLite's (NHWC) order
         self.twins: dict[int, Value] = {}  # 4-D tensor -> the same tensor in NCHW
+        self.qvalues: dict[int, tuple[Value, bool]] = {}  # quantized tensor -> (int value, in NCHW)
         self._folded: dict[Value, np.ndarray] = {}
 
     # ---- tensors -------------------------------------------------------------------------
     def tensor(self, i: int) -> TflTensor:
         return self.model.tensors[i]
+
+    def quant(self, i: int) -> QuantParams | None:
+        """Tensor i's quantization when it is a quantized integer tensor (check_quantization
+        admits int8 / uint8 activations and int8 / uint8 / int32 constants), else None."""
+        t = self.tensor(i)
+        return t.qparams if t.dtype in _QUANT_DTYPES else None
 
     def has(self, op: TflOp, k: int) -> bool:
         return k < len(op.inputs) and op.inputs[k] >= 0
@@ -313,7 +357,27 @@ class TfliteContext:
                 if data is None:
                     raise ModelError(f"tensor #{i} '{self.tensor(i).name}' is read before any op writes it")
                 self.values[i] = self.graph.add_const(data, self.tensor(i).name)
+                if self.quant(i) is not None:  # an integer constant under its dequantize
+                    self.values[i] = tq.dequantize(self.graph, self.values[i], self.quant(i))
         return self.values[i]
+
+    def weight(self, i: int, perm: Sequence[int]) -> Value:
+        """Tensor i transposed by perm; a quantized constant as its transposed integer constant
+        under a dequantize (the form fold_qdq matches), never folded to float."""
+        p, data = self.quant(i), self.tensor(i).data
+        if p is None or data is None or i in self.values:
+            return self.transpose(self.nhwc(i), perm)
+        q = self.graph.add_const(np.ascontiguousarray(data.transpose(perm)), self.tensor(i).name)
+        return tq.dequantize(self.graph, q, p.permuted(perm))
+
+    def const_operand(self, i: int, shape: Sequence[int], perm: Sequence[int]) -> Value:
+        """Constant tensor i reshaped to `shape`, then transposed by `perm` (a quantized one as
+        its integer constant under a dequantize; per-tensor parameters only)."""
+        data, p = self.tensor(i).data, self.quant(i)
+        if p is None or data is None or p.per_channel:
+            return self.const(np.ascontiguousarray(self.const_array(i).reshape(shape).transpose(perm)))
+        q = self.graph.add_const(np.ascontiguousarray(data.reshape(shape).transpose(perm)))
+        return tq.dequantize(self.graph, q, p)
 
     def nchw(self, i: int) -> Value:
         """Tensor i (rank >= 3) channels-first: NCHW for 4-D (a transpose of its NHWC value the
@@ -345,8 +409,9 @@ class TfliteContext:
 
     def const_array(self, i: int) -> np.ndarray | None:
         """Tensor i's value if known at import: a buffer, or folded from constants."""
-        if self.tensor(i).data is not None and i not in self.values:
-            return self.tensor(i).data
+        data, p = self.tensor(i).data, self.quant(i)
+        if data is not None and i not in self.values:
+            return data if p is None else p.dequantize_array(data)
         return self.const_value(self.nhwc(i))
 
     def const_of(self, i: int) -> np.ndarray | None:
@@ -409,11 +474,28 @@ class TfliteContext:
         return self.graph.add_node("transpose", [v], {"perm": perm})[0]
 
     def set_nhwc(self, op: TflOp, k: int, v: Value) -> None:
-        self.values[op.outputs[k]] = v
+        self.values[op.outputs[k]] = self._requantize(op.outputs[k], v, False)
 
     def set_nchw(self, op: TflOp, k: int, v: Value) -> None:
         """Output k of op, given as its channels-first twin (NCHW for 4-D)."""
-        self.twins[op.outputs[k]] = v
+        self.twins[op.outputs[k]] = self._requantize(op.outputs[k], v, True)
+
+    def _requantize(self, i: int, v: Value, nchw: bool) -> Value:
+        """A quantized tensor i's float value v quantized to its type, dequantized for its readers."""
+        p = self.quant(i)
+        if p is None:
+            return v
+        name = self.tensor(i).name
+        q = tq.quantize(self.graph, v, p, self.tensor(i).dtype, name=f"{name}/q")
+        self.qvalues[i] = (q, nchw)
+        return tq.dequantize(self.graph, q, p, name=name)
+
+    def output(self, i: int) -> Value:
+        """Graph output tensor i in TFLite's order, as its integer value when quantized."""
+        if i not in self.qvalues:
+            return self.nhwc(i)
+        q, nchw = self.qvalues[i]
+        return self.transpose(q, to_cl(self.graph.type_of(q).ndim)) if nchw else q
 
 
 # ---- import ---------------------------------------------------------------------------------
@@ -434,6 +516,9 @@ def _add_inputs(ctx: TfliteContext, m: TflModel, input_shapes: Mapping[str, Sequ
     for i in m.inputs:
         t = m.tensors[i]
         ctx.values[i] = ctx.graph.add_input(t.name, _input_type(t, input_shapes))
+        if ctx.quant(i) is not None:
+            ctx.qvalues[i] = (ctx.values[i], False)
+            ctx.values[i] = tq.dequantize(ctx.graph, ctx.values[i], ctx.quant(i), name=f"{t.name}/dq")
 
 
 def _convert(ctx: TfliteContext, op: TflOp, fn: Callable[[TfliteContext, TflOp], None]) -> None:
@@ -446,7 +531,7 @@ def _convert(ctx: TfliteContext, op: TflOp, fn: Callable[[TfliteContext, TflOp],
 
 
 def from_tflite(path: str | os.PathLike, input_shapes: Mapping[str, Sequence[int]] | None = None) -> Graph:
-    """Import a .tflite model (float32, or fp16 weights) into a Graph.
+    """Import a .tflite model (float32, fp16 weights, or int8 / uint8 quantized) into a Graph.
 
     input_shapes: {input tensor name: shape} to replace an input's stored shape (NHWC, as
     TFLite declares it; e.g. another batch size or image size)."""
@@ -470,7 +555,7 @@ def _import(path: str | os.PathLike, input_shapes: dict[str, Sequence[int]]) -> 
     for i in m.outputs:
         if i not in ctx.values and i not in ctx.twins and m.tensors[i].data is None:
             raise ModelError(f"{m.path}: graph output '{m.tensors[i].name}' is produced by no op")
-    graph.set_outputs((m.tensors[i].name, ctx.nhwc(i)) for i in m.outputs)
+    graph.set_outputs((m.tensors[i].name, ctx.output(i)) for i in m.outputs)
     _prune(graph)
     return graph
 

@@ -87,7 +87,9 @@ def _window(op: TflOp, hw: Sequence[int], kernel: Sequence[int], dil: Sequence[i
 
 
 def _weight(ctx: TfliteContext, op: TflOp, k: int, perm: Sequence[int]) -> Value:
-    return ctx.transpose(ctx.input(op, k), perm)
+    if not ctx.has(op, k):
+        raise ModelError(f"{op.label}: required input {k} is missing")
+    return ctx.weight(op.inputs[k], perm)
 
 
 def _bias(ctx: TfliteContext, op: TflOp, k: int) -> list[Value]:
@@ -113,9 +115,8 @@ def _operand_nchw(ctx: TfliteContext, i: int, rank: int) -> Value:
     if data is None:
         return ctx.nchw(i)
     if data.size == 1 and data.ndim <= 1:
-        return ctx.const(data.reshape(()))
-    full = data.reshape((1,) * (rank - data.ndim) + data.shape)
-    return ctx.const(np.ascontiguousarray(full.transpose(to_cf(rank))))
+        return ctx.const_operand(i, (), ())
+    return ctx.const_operand(i, (1,) * (rank - data.ndim) + data.shape, to_cf(rank))
 
 
 # ---- convolutions -------------------------------------------------------------------------
@@ -317,14 +318,34 @@ def leaky_relu(ctx: TfliteContext, op: TflOp) -> None:
 
 @converter("DEQUANTIZE")
 def dequantize(ctx: TfliteContext, op: TflOp) -> None:
-    """fp16 weights -> float32 (folded at import when constant)."""
+    """fp16 weights -> float32 (folded at import when constant); an int8 / uint8 tensor -> its
+    float value (the context reads every quantized tensor dequantized)."""
     t = ctx.tensor(op.inputs[0])
+    if ctx.quant(op.inputs[0]) is not None and t.data is None:
+        x, nchw = first_operand(ctx, op)
+        return set_output(ctx, op, x, nchw)
     if t.dtype != "float16":
-        raise UnsupportedOpError(f"{op.label}: dequantizing {t.dtype} '{t.name}' (only float16 is supported)")
+        raise UnsupportedOpError(
+            f"{op.label}: dequantizing {t.dtype} '{t.name}' "
+            "(float16 and quantized int8 / uint8 are supported)"
+        )
     data = ctx.const_array(op.inputs[0])
     if data is not None:
         return ctx.set_nhwc(op, 0, ctx.const(data.astype(np.float32)))
     ctx.set_nhwc(op, 0, ctx.add("cast", [ctx.input(op, 0)], {"to": "float32", "saturate": 1}, op))
+
+
+@converter("QUANTIZE")
+def quantize(ctx: TfliteContext, op: TflOp) -> None:
+    """float32 -> int8 / uint8, or a requantize (another scale, zero point or type): the input's
+    float value, which the context quantizes to the output tensor's type."""
+    out = ctx.tensor(op.outputs[0])
+    if ctx.quant(op.outputs[0]) is None:
+        raise UnsupportedOpError(
+            f"{op.label}: quantizing to {out.dtype} '{out.name}' (int8 / uint8 per tensor are supported)"
+        )
+    x, nchw = first_operand(ctx, op)
+    set_output(ctx, op, x, nchw)
 
 
 # ---- tensor ops -------------------------------------------------------------------------------
@@ -390,7 +411,8 @@ def transpose(ctx: TfliteContext, op: TflOp) -> None:
 
 def _pad_value(ctx: TfliteContext, op: TflOp) -> float | int:
     if op.code != "PADV2" or not ctx.has(op, 2):
-        return 0.0 if ctx.tensor(op.inputs[0]).dtype.startswith("float") else 0
+        float_x = ctx.tensor(op.inputs[0]).dtype.startswith("float") or ctx.quant(op.inputs[0]) is not None
+        return 0.0 if float_x else 0
     return np.asarray(ctx.const_input(op, 2, "constant_values")).reshape(-1)[0].item()
 
 

@@ -1,6 +1,7 @@
 """TFLite frontend, op by op: one small tf.function per converter (TFLiteConverter, float32),
 imported and checked against the TFLite interpreter on the reference path and compiled for the
-host; input shapes; and the one-line errors for bad files, unsupported, custom and int8 ops."""
+host; input shapes; the one-line errors for bad files, unsupported and custom ops; and a full
+int8 model importing (test_tflite_int8.py covers int8 in depth)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tensorir.errors import ModelError, TirError, UnsupportedOpError
+from tensorir.errors import ModelError, UnsupportedOpError
 from tensorir.frontend.tflite import from_tflite, read_tflite
 from tensorir.graph.graph import Graph
 from tensorir.pipeline import compile_graph, load_folder
@@ -83,10 +84,12 @@ def test_unsupported_and_custom_ops_are_listed(tflite_files):
         from_tflite(tflite_files["custom"])
 
 
-def test_int8_model_is_refused_naming_its_first_quantized_tensor(tflite_files):
-    with pytest.raises(UnsupportedOpError) as e:
-        from_tflite(tflite_files["int8"])
-    msg = str(e.value)
-    assert "quantized model: tensor #" in msg and "int8 is not supported yet" in msg, msg
-    assert "quantization" in msg and "\n" not in msg
-    assert isinstance(e.value, TirError)  # the CLI prints it as one line, exit status 2
+def test_int8_model_imports(tflite_files):
+    """A full int8 model (once refused) imports: within one output step of the interpreter."""
+    path = tflite_files["int8"]
+    feeds = tc.seeded_inputs(path)
+    refs = tc.interpret(path, feeds)
+    g = from_tflite(path)
+    for name, out in _outputs(g, run_reference(g, feeds)).items():
+        assert out.dtype == refs[name].dtype == np.int8
+        assert np.max(np.abs(out.astype(int) - refs[name].astype(int))) <= 1
