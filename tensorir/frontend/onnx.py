@@ -48,6 +48,9 @@ _ONNX_DOMAINS = ("", "ai.onnx")
 
 
 def converter(*op_types: str) -> Callable[[Converter], Converter]:
+    """Register a converter for ONNX op types; ops of other domains are keyed
+    "domain.OpType" (e.g. "com.microsoft.QLinearAdd"), as `op_key` spells them."""
+
     def deco(fn: Converter) -> Converter:
         for t in op_types:
             if t in CONVERTERS:
@@ -230,9 +233,14 @@ def all_nodes(g: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
                 yield from all_nodes(sub)
 
 
+def op_key(n: onnx.NodeProto) -> str:
+    """The node's key in CONVERTERS: its op type, "domain.OpType" outside the ONNX domains."""
+    return n.op_type if n.domain in _ONNX_DOMAINS else f"{n.domain}.{n.op_type}"
+
+
 def is_supported(n: onnx.NodeProto) -> bool:
     """A converter exists for this node's op."""
-    return n.domain in _ONNX_DOMAINS and n.op_type in CONVERTERS
+    return op_key(n) in CONVERTERS
 
 
 def expand_unsupported(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -250,9 +258,8 @@ def check_supported(model: onnx.ModelProto) -> None:
     model = expand_unsupported(model)
     missing: dict[str, list[str]] = collections.defaultdict(list)
     for n in all_nodes(model.graph):
-        key = n.op_type if n.domain in _ONNX_DOMAINS else f"{n.domain}.{n.op_type}"
         if not is_supported(n):
-            missing[key].append(n.name or (n.output[0] if n.output else "?"))
+            missing[op_key(n)].append(n.name or (n.output[0] if n.output else "?"))
     if missing:
         parts = [f"{t} x{len(ns)} (e.g. node '{ns[0]}')" for t, ns in sorted(missing.items())]
         raise UnsupportedOpError(f"unsupported ONNX ops: {', '.join(parts)}")
@@ -419,10 +426,10 @@ def convert_node(ctx: ImportContext, n: onnx.NodeProto) -> None:
     dynamic = any(ctx.values.get(name) in ctx.lengths for name in n.input if name)
     before = set(ctx.graph.nx.nodes) if dynamic else set()
     try:
-        if dynamic and n.op_type in RUNTIME_SHAPE:
-            outs = RUNTIME_SHAPE[n.op_type](ctx, n)
+        if dynamic and op_key(n) in RUNTIME_SHAPE:
+            outs = RUNTIME_SHAPE[op_key(n)](ctx, n)
         else:
-            outs = CONVERTERS[n.op_type](ctx, n)
+            outs = CONVERTERS[op_key(n)](ctx, n)
         if dynamic:
             follow(ctx.graph, ctx.lengths, [v for v in ctx.graph.nx.nodes if v not in before], node_label(n))
     except TirError:

@@ -97,13 +97,13 @@ def quantize(
     return ctx.add("cast", [y], {"to": to, "saturate": 1}, node=node)[0]
 
 
-def _opt(ctx: ImportContext, node: onnx.NodeProto, i: int) -> Value | None:
+def opt_input(ctx: ImportContext, node: onnx.NodeProto, i: int) -> Value | None:
     return ctx.input(node, i) if ctx.has_input(node, i) else None
 
 
 @converter("DequantizeLinear")
 def dequantize_linear(ctx: ImportContext, node: onnx.NodeProto) -> list[Value]:
-    x, scale, zp = ctx.input(node, 0), ctx.input(node, 1), _opt(ctx, node, 2)
+    x, scale, zp = ctx.input(node, 0), ctx.input(node, 1), opt_input(ctx, node, 2)
     y = dequantize(ctx, node, x, scale, zp)
     to = ctx.attrs(node).get("output_dtype", 0)
     to = onnx.helper.tensor_dtype_to_np_dtype(to).name if to else ctx.type_of(scale).dtype
@@ -112,7 +112,7 @@ def dequantize_linear(ctx: ImportContext, node: onnx.NodeProto) -> list[Value]:
 
 @converter("QuantizeLinear")
 def quantize_linear(ctx: ImportContext, node: onnx.NodeProto) -> list[Value]:
-    x, scale, zp = ctx.input(node, 0), ctx.input(node, 1), _opt(ctx, node, 2)
+    x, scale, zp = ctx.input(node, 0), ctx.input(node, 1), opt_input(ctx, node, 2)
     to = ctx.attrs(node).get("output_dtype", 0)
     if zp is not None:
         to = ctx.type_of(zp).dtype
@@ -121,7 +121,7 @@ def quantize_linear(ctx: ImportContext, node: onnx.NodeProto) -> list[Value]:
     return [quantize(ctx, node, x, scale, zp, to)]
 
 
-def _via(ctx: ImportContext, op_type: str, node: onnx.NodeProto, inputs: list[Value], attrs: dict) -> Value:
+def via(ctx: ImportContext, op_type: str, node: onnx.NodeProto, inputs: list[Value], attrs: dict) -> Value:
     """The result of ONNX op `op_type` (its own converter) on values `inputs`."""
     names = [f"{node.name or node.output[0]}/{op_type}/{i}" for i in range(len(inputs))]
     for n, v in zip(names, inputs, strict=True):
@@ -130,7 +130,7 @@ def _via(ctx: ImportContext, op_type: str, node: onnx.NodeProto, inputs: list[Va
     return CONVERTERS[op_type](ctx, proxy)[0]
 
 
-def _centered(ctx: ImportContext, node: onnx.NodeProto, x: Value, zp: Value | None, axis: int = -1) -> Value:
+def centered(ctx: ImportContext, node: onnx.NodeProto, x: Value, zp: Value | None, axis: int = -1) -> Value:
     """x - zp in float32 (zp per tensor, or per `axis`)."""
     xf = _f32(ctx, x)
     if zp is None:
@@ -150,40 +150,40 @@ def _conv_attrs(ctx: ImportContext, node: onnx.NodeProto) -> dict:
 
 @converter("MatMulInteger")
 def matmul_integer(ctx: ImportContext, node: onnx.NodeProto) -> list[Value]:
-    a = _centered(ctx, node, ctx.input(node, 0), _opt(ctx, node, 2), -2)
-    b = _centered(ctx, node, ctx.input(node, 1), _opt(ctx, node, 3), -1)
-    return ctx.add("cast", [_via(ctx, "MatMul", node, [a, b], {})], {"to": "int32", "saturate": 1}, node=node)
+    a = centered(ctx, node, ctx.input(node, 0), opt_input(ctx, node, 2), -2)
+    b = centered(ctx, node, ctx.input(node, 1), opt_input(ctx, node, 3), -1)
+    return ctx.add("cast", [via(ctx, "MatMul", node, [a, b], {})], {"to": "int32", "saturate": 1}, node=node)
 
 
 @converter("ConvInteger")
 def conv_integer(ctx: ImportContext, node: onnx.NodeProto) -> list[Value]:
-    x = _centered(ctx, node, ctx.input(node, 0), _opt(ctx, node, 2))
-    w = _centered(ctx, node, ctx.input(node, 1), _opt(ctx, node, 3), 0)
-    y = _via(ctx, "Conv", node, [x, w], _conv_attrs(ctx, node))
+    x = centered(ctx, node, ctx.input(node, 0), opt_input(ctx, node, 2))
+    w = centered(ctx, node, ctx.input(node, 1), opt_input(ctx, node, 3), 0)
+    y = via(ctx, "Conv", node, [x, w], _conv_attrs(ctx, node))
     return ctx.add("cast", [y], {"to": "int32", "saturate": 1}, node=node)
 
 
-def _requantize(
-    ctx: ImportContext, node: onnx.NodeProto, acc: Value, scales: list[Value], axis: int
+def requantize(
+    ctx: ImportContext, node: onnx.NodeProto, acc: Value, scales: list[Value], axis: int, zp_input: int = 7
 ) -> Value:
-    """quantize(acc * (s_in * s_w / s_out), 1, y_zp) with y_zp the node's last input."""
+    """quantize(acc * (s_in * s_w / s_out), 1, y_zp) with y_zp the node's input `zp_input`."""
     s_in, s_w, s_out = (_f32(ctx, s) for s in scales)
     m = ctx.add("div", [ctx.add("mul", [s_in, s_w])[0], s_out])[0]
     shape = ctx.type_of(acc).shape
     axis = axis + len(shape) if axis < 0 else axis
     y = ctx.add("mul", [acc, _param(ctx, node, m, len(shape), axis, 0, shape[axis])])[0]
-    zp = ctx.input(node, 7)
+    zp = ctx.input(node, zp_input)
     # the node has no axis / block_size: scale 1 and y_zp are per tensor
     return quantize(ctx, node, y, ctx.const(np.float32(1.0)), zp, ctx.type_of(zp).dtype)
 
 
 @converter("QLinearMatMul")
 def qlinear_matmul(ctx: ImportContext, node: onnx.NodeProto) -> list[Value]:
-    a = _centered(ctx, node, ctx.input(node, 0), ctx.input(node, 2), -2)
-    b = _centered(ctx, node, ctx.input(node, 3), ctx.input(node, 5), -1)
-    acc = _via(ctx, "MatMul", node, [a, b], {})
+    a = centered(ctx, node, ctx.input(node, 0), ctx.input(node, 2), -2)
+    b = centered(ctx, node, ctx.input(node, 3), ctx.input(node, 5), -1)
+    acc = via(ctx, "MatMul", node, [a, b], {})
     scales = [ctx.input(node, 1), ctx.input(node, 4), ctx.input(node, 6)]
-    out = _requantize(ctx, node, acc, scales, -1)
+    out = requantize(ctx, node, acc, scales, -1)
     dtype = ctx.type_of(out).dtype
     if dtype not in ("int8", "uint8"):
         raise ModelError(f"{node_label(node)}: output zero point must be int8 or uint8, got {dtype}")
@@ -192,9 +192,9 @@ def qlinear_matmul(ctx: ImportContext, node: onnx.NodeProto) -> list[Value]:
 
 @converter("QLinearConv")
 def qlinear_conv(ctx: ImportContext, node: onnx.NodeProto) -> list[Value]:
-    x = _centered(ctx, node, ctx.input(node, 0), ctx.input(node, 2))
-    w = _centered(ctx, node, ctx.input(node, 3), ctx.input(node, 5), 0)
+    x = centered(ctx, node, ctx.input(node, 0), ctx.input(node, 2))
+    w = centered(ctx, node, ctx.input(node, 3), ctx.input(node, 5), 0)
     inputs = [x, w] + ([_f32(ctx, ctx.input(node, 8))] if ctx.has_input(node, 8) else [])
-    acc = _via(ctx, "Conv", node, inputs, _conv_attrs(ctx, node))
+    acc = via(ctx, "Conv", node, inputs, _conv_attrs(ctx, node))
     scales = [ctx.input(node, 1), ctx.input(node, 4), ctx.input(node, 6)]
-    return [_requantize(ctx, node, acc, scales, 1)]
+    return [requantize(ctx, node, acc, scales, 1)]
