@@ -12,13 +12,13 @@ import onnx
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
+from onnxruntime.quantization import QuantFormat
 
 import tensorir as tir
 from tensorir.errors import UnsupportedOpError
 from tensorir.frontend.onnx import from_onnx
 from tensorir.runtime.reference import run_reference
-from tests.quantize.test_fold_qdq import _Reader  # 8 random calibration samples
+from tests.quantize.test_fold_qdq import _quantized as quantized_by_ort
 
 RNG = np.random.default_rng(23)
 
@@ -26,24 +26,9 @@ RNG = np.random.default_rng(23)
 def _quantized(
     tmp: Path, nodes: list, inits: dict, x_shape: tuple, y_shape: tuple, **extra
 ) -> onnx.ModelProto:
-    graph = helper.make_graph(
-        nodes,
-        "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x_shape))],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(y_shape))],
-        [numpy_helper.from_array(np.asarray(v, np.float32), k) for k, v in inits.items()],
-    )
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp / "f.onnx")
-    quantize_static(
-        str(tmp / "f.onnx"),
-        str(tmp / "q.onnx"),
-        _Reader(x_shape),
-        quant_format=QuantFormat.QOperator,
-        activation_type=QuantType.QUInt8,
-        weight_type=QuantType.QInt8,
-        **extra,
-    )
-    return onnx.load(tmp / "q.onnx")
+    """The QOperator model onnxruntime's quantize_static writes (U8S8; per tensor by default)."""
+    options = {"quant_format": QuantFormat.QOperator, "per_channel": False}
+    return quantized_by_ort(tmp, nodes, inits, x_shape, y_shape, **(options | extra))
 
 
 def _resnet_head(tmp: Path) -> onnx.ModelProto:

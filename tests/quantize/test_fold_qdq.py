@@ -34,23 +34,32 @@ class _Reader(CalibrationDataReader):
         return next(self.feeds, None)
 
 
-def _quantized(tmp: Path, nodes: list, inits: dict, x_shape: tuple, y_shape: tuple) -> onnx.ModelProto:
+def _quantized(
+    tmp: Path, nodes: list, inits: dict, x_shape: tuple, y_shape: tuple, **options
+) -> onnx.ModelProto:
+    """The float model of `nodes` quantized by onnxruntime's quantize_static: QDQ, U8S8, per
+    channel (`options` override, e.g. quant_format=QuantFormat.QOperator)."""
     graph = helper.make_graph(
         nodes,
         "g",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x_shape))],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(y_shape))],
-        [numpy_helper.from_array(v.astype(np.float32), k) for k, v in inits.items()],
+        [numpy_helper.from_array(np.asarray(v, np.float32), k) for k, v in inits.items()],
     )
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp / "f.onnx")
     quantize_static(
         str(tmp / "f.onnx"),
         str(tmp / "q.onnx"),
         _Reader(x_shape),
-        quant_format=QuantFormat.QDQ,
-        activation_type=QuantType.QUInt8,
-        weight_type=QuantType.QInt8,
-        per_channel=True,
+        **(
+            {
+                "quant_format": QuantFormat.QDQ,
+                "activation_type": QuantType.QUInt8,
+                "weight_type": QuantType.QInt8,
+                "per_channel": True,
+            }
+            | options
+        ),
     )
     return onnx.load(tmp / "q.onnx")
 
