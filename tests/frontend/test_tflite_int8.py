@@ -55,6 +55,39 @@ def _mlp() -> Any:
     return tf.keras.Model(inp, L.Dense(5)(x))
 
 
+def _op_cases() -> dict[str, Any]:
+    """Single int8 ops beyond the models' (name -> tf function of a SHAPE input)."""
+    tf = tc._tf()
+    rng = np.random.default_rng(tc.SEED)
+    tconv_w = tf.constant(rng.standard_normal((3, 3, 5, 3)).astype(np.float32) * 0.5)
+    return {
+        "logistic_tanh_mul": lambda x: tf.sigmoid(x) * tf.tanh(x),
+        "hard_swish": lambda x: x * tf.nn.relu6(x * 3 + 3) / 6,
+        "pad": lambda x: tf.pad(x, [[0, 0], [1, 2], [0, 1], [0, 0]]),
+        "resize_bilinear": lambda x: tf.image.resize(x, (24, 20), "bilinear"),
+        "resize_nearest": lambda x: tf.image.resize(x, (32, 32), "nearest"),
+        "leaky_relu": lambda x: tf.nn.leaky_relu(x, 0.1),
+        "strided_slice": lambda x: x[:, 1:-1:2, ::2, :],
+        "transpose_conv": lambda x: tf.nn.conv2d_transpose(x, tconv_w, (1, 32, 32, 5), 2, "SAME"),
+        "mean_channels": lambda x: tf.reduce_mean(x, axis=3, keepdims=True),
+        "transpose": lambda x: tf.transpose(x, (0, 3, 1, 2)),
+    }
+
+
+OP_CASES = (
+    "logistic_tanh_mul",
+    "hard_swish",
+    "pad",
+    "resize_bilinear",
+    "resize_nearest",
+    "leaky_relu",
+    "strided_slice",
+    "transpose_conv",
+    "mean_channels",
+    "transpose",
+)
+
+
 def _samples(seed: int = 0) -> Any:
     def gen() -> Any:
         rng = np.random.default_rng(seed)
@@ -65,8 +98,13 @@ def _samples(seed: int = 0) -> Any:
 
 
 def _int8_model(model: Any, io: str, int16: bool = False) -> bytes:
+    """A Keras model or a tf.function of one SHAPE input, converted with full-integer quantization."""
     tf = tc._tf()
-    converter = tf.lite.TFLiteConverter.from_keras_model(model)
+    if isinstance(model, tf.keras.Model):
+        converter = tf.lite.TFLiteConverter.from_keras_model(model)
+    else:
+        f = tf.function(model, input_signature=[tf.TensorSpec(SHAPE, tf.float32)], autograph=False)
+        converter = tf.lite.TFLiteConverter.from_concrete_functions([f.get_concrete_function()], f)
     converter.optimizations = [tf.lite.Optimize.DEFAULT]
     converter.representative_dataset = _samples()
     if int16:
@@ -89,6 +127,11 @@ def _build(root: Path) -> dict[str, Path]:
     for key, io in VARIANTS.items():
         paths[key] = root / f"{key}.tflite"
         paths[key].write_bytes(_int8_model(models[key.split("_")[0]], io))
+    cases = _op_cases()
+    assert tuple(cases) == OP_CASES
+    for name, fn in cases.items():
+        paths[name] = root / f"op_{name}.tflite"
+        paths[name].write_bytes(_int8_model(fn, "int8"))
     paths["int16"] = root / "int16.tflite"
     paths["int16"].write_bytes(_int8_model(models["mlp"], "float", int16=True))
     return paths
@@ -145,7 +188,7 @@ def _outputs(g: Graph, outs: list) -> dict[str, np.ndarray]:
     return {name: np.asarray(o) for (name, _), o in zip(g.outputs, outs, strict=True)}
 
 
-@pytest.mark.parametrize("name", VARIANTS)
+@pytest.mark.parametrize("name", [*VARIANTS, *OP_CASES])
 def test_int8_model_matches_interpreter_within_one_step(int8_files, name):
     path = int8_files[name]
     g = from_tflite(path)
@@ -155,6 +198,24 @@ def test_int8_model_matches_interpreter_within_one_step(int8_files, name):
         refs = tc.interpret(path, feeds)
         assert _error_in_steps(_outputs(g, run_reference(g, feeds)), refs, path) <= 1.0
         assert _error_in_steps(_outputs(g, module.run(feeds)), refs, path) <= 1.0
+
+
+def test_cases_convert_to_their_int8_builtins(int8_files):
+    want = {
+        "convnet_float": {"QUANTIZE", "DEQUANTIZE", "CONV_2D", "DEPTHWISE_CONV_2D", "ADD", "SOFTMAX"}
+        | {"AVERAGE_POOL_2D", "MAX_POOL_2D", "CONCATENATION", "MEAN", "RESHAPE", "FULLY_CONNECTED"},
+        "convnet_uint8": {"QUANTIZE"},
+        "logistic_tanh_mul": {"LOGISTIC", "TANH", "MUL"},
+        "resize_bilinear": {"RESIZE_BILINEAR"},
+        "resize_nearest": {"RESIZE_NEAREST_NEIGHBOR"},
+        "leaky_relu": {"LEAKY_RELU"},
+        "strided_slice": {"STRIDED_SLICE"},
+        "transpose_conv": {"TRANSPOSE_CONV"},
+    }
+    for name, builtins in want.items():
+        m = read_tflite(int8_files[name])
+        assert builtins <= {op.code for op in m.ops}, (name, sorted(op.code for op in m.ops))
+        assert any(t.dtype == "int8" and t.qparams is not None for t in m.tensors), name
 
 
 def test_int8_io_types_and_weights_stay_int8(int8_files):

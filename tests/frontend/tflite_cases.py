@@ -286,7 +286,8 @@ def build_all(root: Path) -> dict[str, Path]:
 
 
 def _refused() -> dict[str, bytes]:
-    """Models the importer refuses: an unsupported builtin, a custom op, full int8."""
+    """Models the importer refuses: an unsupported builtin, a custom op; and a full int8 model
+    (refused once, imported now)."""
     tf = _tf()
     conv_w = tf.constant(np.random.default_rng(SEED).standard_normal((3, 3, 4, 6)).astype(np.float32))
     spec = [tf.TensorSpec((1, 8, 8, 4), tf.float32)]
