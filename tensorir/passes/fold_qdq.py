@@ -21,6 +21,11 @@ depthwise one: qdwconv, its padding x's zero point; R = S (Q - Z) throughout):
 
 `bias_q` is the int32 bias when the bias is a DQ of int32 at scale x_scale * w_scale (what
 onnxruntime's quantize_static writes), else the float bias divided by that scale and rounded.
+int8 activations (TFLite's full-integer models) run as uint8 = int8 + 128 with their zero
+points shifted alike: an int8 input is shifted once (none between two integer ops), an int8
+output shifted back. A transpose between x and its DQ (TFLite's NHWC input) moves onto q, and
+`dense` (TFLite's FULLY_CONNECTED) folds like gemm with trans_b.
+
 A relu before the Q is max(Q(y), y_zp): Q is monotone and Q(0) = y_zp. A hard swish (the op,
 or x * clip(x + 3, 0, 6) / 6 spelled out) runs on the requantized value before rounding
 (attribute hard_swish = y_scale, ops/qdense.py). Anything else is left
@@ -109,14 +114,18 @@ def dequant(g: Graph, v: Value) -> tuple[Value, np.ndarray, np.ndarray] | None:
     return q, scale.astype(np.float32), zp.astype(np.int64)
 
 
-def quant(g: Graph, nid: int) -> tuple[Value, float, int] | None:
-    """(y, scale, zero point) when node `nid` ends the importer's uint8 QuantizeLinear of y."""
+def quant(g: Graph, nid: int) -> tuple[Value, float, int, bool] | None:
+    """(y, scale, zero point as uint8, signed) when node `nid` ends the importer's uint8 or
+    int8 QuantizeLinear of y (an int8 one's zero point + 128: see `_as_uint8`)."""
     node = g.node(nid)
-    if node.attr.get("to") != "uint8":
+    signed = node.attr.get("to") == "int8"
+    if node.attr.get("to") != "uint8" and not signed:
         return None
     (c,) = g.inputs_of(nid)
     clip = _node(g, c, "clip")
-    if clip is None or (clip.attr.get("min"), clip.attr.get("max")) != (0.0, 255.0):
+    if clip is None or (clip.attr.get("min"), clip.attr.get("max")) != (
+        (-128.0, 127.0) if signed else (0.0, 255.0)
+    ):
         return None
     (r,) = g.inputs_of(c.node)
     zp = np.zeros(())
@@ -132,7 +141,29 @@ def quant(g: Graph, nid: int) -> tuple[Value, float, int] | None:
     scale = const_value(g, s)
     if scale is None or scale.size != 1:
         return None
-    return y, float(np.float32(scale.item())), int(zp.item())
+    return y, float(np.float32(scale.item())), int(zp.item()) + SIGN_SHIFT * signed, signed
+
+
+# ---- int8 activations (TFLite's): the integer ops take and give uint8 = int8 + 128 -------
+SIGN_SHIFT = 128
+
+
+def _shift(g: Graph, v: Value, by: int, to: str) -> Value:
+    wide = add_op(g, "cast", [v], {"to": "int16"})
+    return add_op(g, "cast", [add_op(g, "add", [wide, g.add_const(np.array(by, np.int16))])], {"to": to})
+
+
+def _as_uint8(g: Graph, q: Value) -> Value:
+    """int8 q as uint8 q + 128: the uint8 value an integer op gave, when q is its `_shift` back."""
+    cast = g.node(q.node)
+    if cast.op == "cast" and cast.attr.get("to") == "int8":
+        (a,) = g.inputs_of(q.node)
+        if g.node(a.node).op == "add" and g.node(g.inputs_of(a.node)[0].node).op == "cast":
+            src = g.inputs_of(g.inputs_of(a.node)[0].node)[0]
+            shift = const_value(g, g.inputs_of(a.node)[1])
+            if g.type_of(src).dtype == "uint8" and shift is not None and int(shift) == -SIGN_SHIFT:
+                return src
+    return _shift(g, q, SIGN_SHIFT, "uint8")
 
 
 def _activation(g: Graph, y: Value, scale: float, zp: int) -> tuple[Value, int, int, dict[str, float], int]:
@@ -192,6 +223,9 @@ def _bias(g: Graph, v: Value, acc_scale: np.ndarray) -> np.ndarray | None:
         exact = np.broadcast_to(scale, acc_scale.shape) == acc_scale
         if b is not None and b.dtype == np.int32 and not np.any(zp) and np.all(exact):
             return np.broadcast_to(b, acc_scale.shape).astype(np.int64)
+        if b is not None and b.size in (1, acc_scale.size):  # another scale (TFLite's): its real value
+            f = ((b.astype(np.float64) - zp) * scale).astype(np.float32)
+            return np.rint(np.broadcast_to(f.reshape(-1), acc_scale.shape) / acc_scale).astype(np.int64)
     f = const_value(g, v, depth=8) if dq is None else None
     if f is None or f.size not in (1, acc_scale.size):
         return None
@@ -204,7 +238,7 @@ def _fold(g: Graph, nid: int, x_offset: int) -> bool:
     qy = quant(g, nid)
     if qy is None:
         return False
-    y, y_scale, y_zp = qy
+    y, y_scale, y_zp, signed = qy
     if not single_use(g, y):
         return False
     y, lo, hi, act, readers = _activation(g, y, y_scale, y_zp)
@@ -214,6 +248,8 @@ def _fold(g: Graph, nid: int, x_offset: int) -> bool:
     if len(g.consumers(y)) != readers:
         return False
     out = _integer_op(g, y, bias_v, x_offset, (y_scale, {"zero_point": y_zp, "lo": lo, "hi": hi} | act))
+    if out is not None and signed:
+        out = _shift(g, out, -SIGN_SHIFT, "int8")
     return out is not None and replace(g, nid, [out])
 
 
@@ -239,10 +275,18 @@ def _integer_op(
     kind = _anchor_kind(g, y)
     if kind is None:
         return None
-    x = dequant(g, ins[0])
+    x = dequant(g, ins[0]) or _dequant_transposed(g, ins[0])
     wts = _weights(g, ins[1], kind)
-    if x is None or wts is None or g.type_of(x[0]).dtype != "uint8" or x[1].size != 1 or x[2].size != 1:
+    if (
+        x is None
+        or wts is None
+        or g.type_of(x[0]).dtype not in ("uint8", "int8")
+        or x[1].size != 1
+        or x[2].size != 1
+    ):
         return None
+    if g.type_of(x[0]).dtype == "int8":
+        x = (_as_uint8(g, x[0]), x[1], x[2] + SIGN_SHIFT)
     if len(ins) == 3:
         if bias_v is not None:
             return None
@@ -277,6 +321,15 @@ def _integer_op(
     return emit(g, xq, w, bias.astype(np.int32), mult, attrs)
 
 
+def _dequant_transposed(g: Graph, v: Value) -> tuple[Value, np.ndarray, np.ndarray] | None:
+    """transpose(DQ(q)) per tensor (TFLite's NHWC input -> NCHW) as DQ(transpose(q))."""
+    node = g.node(v.node)
+    dq = dequant(g, g.inputs_of(v.node)[0]) if node.op == "transpose" else None
+    if dq is None or dq[1].size != 1 or dq[2].size != 1:
+        return None
+    return add_op(g, "transpose", [dq[0]], dict(node.attr)), dq[1], dq[2]
+
+
 def _overflows(bias: np.ndarray) -> bool:
     return bool(np.any(np.abs(bias) >= 2**31))
 
@@ -289,6 +342,8 @@ def _anchor_kind(g: Graph, y: Value) -> str | None:
     a = anchor.attr
     if anchor.op == "matmul" and len(ins) == 2:
         return "kn"
+    if anchor.op == "dense" and len(ins) == 2:  # (TFLite's FULLY_CONNECTED) W is (N, K)
+        return "nk"
     if anchor.op == "gemm" and a.get("alpha", 1.0) == 1.0 and a.get("beta", 1.0) == 1.0:
         return None if a.get("trans_a", 0) else ("nk" if a.get("trans_b", 0) else "kn")
     if (
