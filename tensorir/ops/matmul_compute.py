@@ -199,10 +199,11 @@ def schedule_matmul_block(
     """The register-blocked product (module docstring). `y` is the output stage, `axes` its
     (batch axes, row axis, column axis) matching acc's (..., i, j); y reads acc elementwise.
     `pack_b=False`: B is laid out for the kernel already (the int8 products' weights), no
-    panel packing and no knob for it."""
+    panel packing and no knob for it. acc's columns may run past y's (padded to whole
+    vectors): the tile follows acc's, y's last block is guarded."""
     batch, i, j = axes
     (k,) = acc.op.reduce_axis
-    rows, cols = i.extent, j.extent
+    rows, cols = i.extent, max(j.extent, acc.tensor.shape[-1])
     mr, v, u = register_tile(target, acc.tensor.dtype, rows, cols)
     u = knob("gemm_col_vectors", [d for d in range(1, 9) if (cols // v) % d == 0], u)
     mr = knob("gemm_rows", list(range(1, min(rows, 16) + 1)), mr)

@@ -24,14 +24,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import tensorir.ops.qconv  # noqa: F401  (the reference registers the op first)
-from tensorir.loop.ir import Expr
+from tensorir.loop.ir import Const, Expr
 from tensorir.ops.matmul_compute import schedule_matmul_block
 from tensorir.ops.nn_compute import inline_elementwise, load, schedule_copy, stage_named
 from tensorir.ops.qdense import BLOCK, QUAD
 from tensorir.ops.qdense_compute import dot4, quad_word, requantize
 from tensorir.ops.registry import register_compute
 from tensorir.schedule.schedule import Schedule
-from tensorir.schedule.te import Tensor, compute, reduce_axis, sum_
+from tensorir.schedule.te import Tensor, compute, if_then_else, reduce_axis, sum_
 from tensorir.target import Target
 
 
@@ -76,7 +76,16 @@ def qconv1x1_compute(
     else:
         bt = compute(w.shape, lambda o, q: w[o, q], name="qconv1x1_bt")
     pixels = height * width
-    xw = compute((n, c // QUAD, pixels), lambda b, q, j: _word(x, b, q, j, x_offset), name="qconv1x1_x")
+    if vector == "pixels" and pixels % BLOCK:  # whole vectors of pixels: the tail's words are 0
+        cols = -(-pixels // BLOCK) * BLOCK
+        xw = compute(
+            (n, c // QUAD, cols),
+            lambda b, q, j: if_then_else(j < pixels, _word(x, b, q, j, x_offset), Const(0, "int32")),
+            name="qconv1x1_x",
+        )
+    else:
+        cols = pixels
+        xw = compute((n, c // QUAD, pixels), lambda b, q, j: _word(x, b, q, j, x_offset), name="qconv1x1_x")
     cq = reduce_axis(c // QUAD, "cq")
 
     def dot(b: Expr, o: Expr, j: Expr) -> Expr:
@@ -85,7 +94,7 @@ def qconv1x1_compute(
     if vector == "channels":
         acc = compute((n, pixels, cout), lambda b, j, o: dot(b, o, j), name="qconv1x1_acc")
     else:
-        acc = compute((n, cout, pixels), dot, name="qconv1x1_acc")
+        acc = compute((n, cout, cols), dot, name="qconv1x1_acc")
 
     def out(b: Expr, o: Expr, i: Expr, j: Expr) -> Expr:
         p = i * width + j
