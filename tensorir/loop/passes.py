@@ -199,7 +199,12 @@ def _edge_split(loop: For, n: int, serial: For) -> Stmt:
     blocks where some comparison of c fails at both ends run B on vectors, the few blocks
     across an edge stay serial. Anything else: `serial`."""
     body, guard = loop.body, None
-    if isinstance(body, If) and body.orelse is None and isinstance(body.then, If):
+    if (
+        isinstance(body, If)
+        and body.orelse is None
+        and isinstance(body.then, If)
+        and uses_var(body.then.cond, loop.var)
+    ):
         guard, body = body.cond, body.then
     if not isinstance(body, If) or not uses_var(body.cond, loop.var):
         return serial

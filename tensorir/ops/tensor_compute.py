@@ -23,12 +23,13 @@ from collections.abc import Sequence
 from typing import Any
 
 import tensorir.ops.tensor  # noqa: F401  (the references register the ops first)
-from tensorir.loop.ir import Expr
+from tensorir.loop.ir import Cmp, Expr
+from tensorir.loop.visitor import walk
 from tensorir.ops.kernel import empty_tensor
 from tensorir.ops.registry import register_compute
 from tensorir.schedule.defaults import PARALLEL_MIN_WORK, inline_injective, schedule_injective
 from tensorir.schedule.schedule import Schedule, Stage
-from tensorir.schedule.te import Tensor, cast, compute, if_then_else, max_, min_
+from tensorir.schedule.te import IterVar, Tensor, cast, compute, if_then_else, max_, min_
 from tensorir.target import Target
 
 Index = tuple[Expr, ...]
@@ -121,7 +122,29 @@ def transpose_compute(x: Tensor, perm: Sequence[int]) -> Tensor:
 
 
 # ---- concat / split / slice --------------------------------------------------------------
-@register_compute("concat", schedule=schedule_movement)
+def schedule_concat(s: Schedule, outputs: Sequence[Tensor], target: Target) -> None:
+    """The axes after the concat axis fused into one contiguous run per (.., concat index),
+    vectorized (a partial last block guarded), so which input a block reads is decided once
+    per block, not per element; the rest fused and parallel."""
+    inline_injective(s)
+    y = s[outputs[0]]
+    axes = list(y.op.axis)
+    tests = [n.a for n in walk(y.op.body) if isinstance(n, Cmp) and any(n.a is a for a in axes)]
+    cut = next((k for k, a in enumerate(axes) if tests and tests[0] is a), len(axes) - 1)
+    inner = axes[cut + 1 :] or axes[cut:]
+    outer = axes[: len(axes) - len(inner)]
+    run: IterVar | None = y.fuse(*inner) if len(inner) > 1 else inner[0]
+    lanes = target.vector_lanes(y.tensor.dtype)
+    if lanes > 1 and run is not None and run.extent >= lanes:
+        run, vec = y.split(run, factor=lanes) if run.extent > lanes else (None, run)
+        y.vectorize(vec)
+    rest = [*outer, *([run] if run is not None else [])]
+    fused = (y.fuse(*rest) if len(rest) > 1 else rest[0]) if rest else None
+    if fused is not None and math.prod(y.tensor.shape) >= PARALLEL_MIN_WORK and fused.extent > 1:
+        y.parallel(fused)
+
+
+@register_compute("concat", schedule=schedule_concat)
 def concat_compute(*xs: Tensor, axis: int) -> Tensor:
     offsets = [0]
     for t in xs:

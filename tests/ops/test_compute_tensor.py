@@ -92,6 +92,14 @@ def test_concat_off_the_last_axis_vectorizes():
     assert vectorized("concat", xs, axis=1)
 
 
+def test_channel_concat_of_odd_maps_vectorizes_its_rows():
+    """NCHW channel concat of 5x7 maps (a SqueezeNet fire module's): each channel's 35 pixels
+    one contiguous run, vectors with a guarded last block."""
+    xs = [data((1, 3, 5, 7)), data((1, 2, 5, 7))]
+    check("concat", xs, axis=1)
+    assert vectorized("concat", xs, axis=1)
+
+
 @pytest.mark.parametrize("axis, sizes", [(0, (1, 3)), (1, (2, 2, 1)), (2, (4, 1, 3))])
 def test_split(axis, sizes):
     check("split", [data((4, 5, 8), "float16")], axis=axis, sizes=sizes)
