@@ -76,7 +76,7 @@ def qconv1x1_compute(
     else:
         bt = compute(w.shape, lambda o, q: w[o, q], name="qconv1x1_bt")
     pixels = height * width
-    if vector == "pixels" and pixels % BLOCK:  # whole vectors of pixels: the tail's words are 0
+    if vector == "pixels" and pixels % BLOCK and pixels > BLOCK:  # whole vectors: the tail's words 0
         cols = -(-pixels // BLOCK) * BLOCK
         xw = compute(
             (n, c // QUAD, cols),
