@@ -249,3 +249,25 @@ def test_int16_activations_are_refused_naming_the_tensor(int8_files):
     assert "quantized model: tensor #" in msg and "is int16 with per-tensor quantization" in msg, msg
     assert str(int8_files["int16"]) in msg and "16x8" in msg and "\n" not in msg
     assert isinstance(e.value, TirError)  # the CLI prints it as one line, exit status 2
+
+
+def test_dynamic_range_model_imports_as_float_with_its_int8_weights(tmp_path):
+    """TensorFlow's dynamic-range quantization (no representative dataset): int8 weights,
+    float activations. The weights dequantize at import, the model runs in float and agrees
+    with the interpreter (whose hybrid kernels quantize activations on the fly) to within
+    that rounding."""
+    converter = tc._tf().lite.TFLiteConverter.from_keras_model(_mlp())
+    converter.optimizations = [tc._tf().lite.Optimize.DEFAULT]
+    path = tmp_path / "hybrid.tflite"
+    path.write_bytes(converter.convert())
+    m = read_tflite(path)
+    assert any(t.dtype == "int8" and t.data is not None for t in m.tensors)
+    assert all(t.dtype != "int8" for t in m.tensors if t.data is None)  # activations stay float
+    g = from_tflite(path)
+    module = tensorir.compile(path)
+    for seed in (1, 2):
+        feeds = _feeds(path, seed)
+        (ref,) = tc.interpret(path, feeds).values()
+        (out,) = _outputs(g, module.run(feeds)).values()
+        assert out.dtype == np.float32
+        np.testing.assert_allclose(out, ref, atol=0.02 * np.abs(ref).max())
