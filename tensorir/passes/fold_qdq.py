@@ -275,7 +275,9 @@ def _integer_op(
     kind = _anchor_kind(g, y)
     if kind is None:
         return None
-    x = dequant(g, ins[0]) or _dequant_transposed(g, ins[0])
+    x, perm = dequant(g, ins[0]), None
+    if x is None and g.node(ins[0].node).op == "transpose":  # TFLite's NHWC input -> NCHW
+        x, perm = dequant(g, g.inputs_of(ins[0].node)[0]), dict(g.node(ins[0].node).attr)
     wts = _weights(g, ins[1], kind)
     if (
         x is None
@@ -285,13 +287,13 @@ def _integer_op(
         or x[2].size != 1
     ):
         return None
-    if g.type_of(x[0]).dtype == "int8":
-        x = (_as_uint8(g, x[0]), x[1], x[2] + SIGN_SHIFT)
     if len(ins) == 3:
         if bias_v is not None:
             return None
         bias_v = ins[2]
-    (xq, x_scale, x_zp), (w, w_scale) = x, wts
+    (q, x_scale, x_zp), (w, w_scale) = x, wts
+    signed = g.type_of(q).dtype == "int8"
+    x_zp = x_zp + SIGN_SHIFT * signed
     acc_scale = np.float32(x_scale.item()) * w_scale
     bias = np.zeros(w.shape[0], np.int64) if bias_v is None else _bias(g, bias_v, acc_scale)
     if bias is None or (w.shape[1] % QUAD and kind in ("kn", "nk")):
@@ -314,20 +316,15 @@ def _integer_op(
             "x_zero_point": int(x_zp.item()),
         }
         w = w.reshape(w.shape[0], *g.type_of(ins[1]).shape[2:])
+        if w.shape[1] * w.shape[2] > MAX_TAPS:  # beyond float32's exact integer sums
+            return None
+    xq = _as_uint8(g, q) if signed else q  # nodes are added only once the fold is certain
+    xq = xq if perm is None else add_op(g, "transpose", [xq], perm)
     if kind == "kxk":  # the windows as channels (im2col), then a pointwise product over them
         xq, w = _im2col(g, xq, w.reshape(g.type_of(ins[1]).shape), g.node(y.node).attr, int(x_zp.item()))
         kind = "conv"
     emit = {"conv": _qconv1x1, "dw": _qdwconv}.get(kind, _qdense)
     return emit(g, xq, w, bias.astype(np.int32), mult, attrs)
-
-
-def _dequant_transposed(g: Graph, v: Value) -> tuple[Value, np.ndarray, np.ndarray] | None:
-    """transpose(DQ(q)) per tensor (TFLite's NHWC input -> NCHW) as DQ(transpose(q))."""
-    node = g.node(v.node)
-    dq = dequant(g, g.inputs_of(v.node)[0]) if node.op == "transpose" else None
-    if dq is None or dq[1].size != 1 or dq[2].size != 1:
-        return None
-    return add_op(g, "transpose", [dq[0]], dict(node.attr)), dq[1], dq[2]
 
 
 def _overflows(bias: np.ndarray) -> bool:
@@ -402,10 +399,6 @@ def _qconv1x1(g: Graph, xq: Value, w: np.ndarray, bias: np.ndarray, mult: np.nda
     return add_op(g, "qconv1x1", [xq, *consts], {"vector": vector, **attrs})
 
 
-def _qdwconv(
-    g: Graph, xq: Value, w: np.ndarray, bias: np.ndarray, mult: np.ndarray, attrs: dict
-) -> Value | None:
-    if w.shape[1] * w.shape[2] > MAX_TAPS:  # beyond float32's exact integer sums
-        return None
+def _qdwconv(g: Graph, xq: Value, w: np.ndarray, bias: np.ndarray, mult: np.ndarray, attrs: dict) -> Value:
     consts = [g.add_const(w.astype(np.float32)), g.add_const(bias), g.add_const(mult)]
     return add_op(g, "qdwconv", [xq, *consts], attrs)
