@@ -155,19 +155,22 @@ def _const_args(g: Graph, nid: int) -> frozenset[int]:
     )
 
 
-def lower_kernels(g: Graph, target: Target, records: Any = None, prefix: str = "tir_") -> dict[int, Any]:
+def lower_kernels(
+    g: Graph, target: Target, records: Any = None, prefix: str = "tir_", in_place: Any = ()
+) -> dict[int, Any]:
     """One kernel per op node; with the best tuning record's knobs where there is one.
     A record that no longer builds (an older template) falls back to the defaults. For an
     OpenCL target, an op with no GPU schedule is lowered for the host CPU instead
     (`device` "cpu"; the backend inserts the transfers). The loop functions are as
     lowered, before the loop passes (`optimize_kernels`). A `loop` node's body is compiled
-    as a model of its own (a LoopKernel, compiler_loop.py); `prefix` starts every symbol."""
+    as a model of its own (a LoopKernel, compiler_loop.py); `prefix` starts every symbol.
+    `in_place`: concat nodes whose inputs are written into their slices (no kernel)."""
     kernels = {}
     to_break = planted_bug.wanted()  # TEST ONLY (tensorir/planted_bug.py): None in normal use
     for k, nid in enumerate(g.op_nodes()):
         node = g.node(nid)
-        if storage_root(g, Value(nid)) != Value(nid):
-            continue  # a view (reshape of an op's output): no kernel, no copy
+        if storage_root(g, Value(nid)) != Value(nid) or nid in in_place:
+            continue  # a view (reshape of an op's output), a copy-free concat: no kernel
         label = f"node '{node.name or nid}' ({node.op})"
         try:
             if node.op == "loop":
@@ -337,6 +340,7 @@ def make_manifest(
         "workspace_bytes": plan.workspace,
         "workspace_lower_bound": plan.lower_bound,
         "workspace_no_reuse": plan.no_reuse,
+        "concats_in_place": plan.concats_in_place,
         "weights_bytes": bound.binder.weights.size,
         "tuned_kernels": tuned,
         "untuned_kernels": len(entries) - tuned,

@@ -70,6 +70,7 @@ from tensorir.graph.verify import verify
 from tensorir.ops.nn_compute import half_sums
 from tensorir.passes import Pass, copy_graph
 from tensorir.passes.canonicalize import canonicalize
+from tensorir.passes.concat_in_place import ConcatSlices, concat_slices
 from tensorir.passes.cse import cse
 from tensorir.passes.dead_code import dead_code
 from tensorir.passes.fold_batchnorm import fold_batchnorm
@@ -199,14 +200,15 @@ def compile_graph(
         raw = print_graph(graph, constants=True).encode()
     block = layout_block or (lookup_config(records, model_key(raw, input_shapes)) or {}).get("layout_block")
     graph = optimize(graph, target=target, layout_block=block, precision=precision)
+    slices = concat_slices(graph) if target.kind == "llvm" else ConcatSlices()
     with debug.stage("lowering") as st, half_sums(precision == "fp16" and native_fp16(target)):
-        kernels = lower_kernels(graph, target, records, symbol_prefix)
+        kernels = lower_kernels(graph, target, records, symbol_prefix, slices.nodes)
         st.result = _kernel_text(kernels)
     with debug.stage("loop passes") as st:
         kernels = optimize_kernels(kernels)
         st.result = _kernel_text(kernels)
     with debug.stage("memory plan") as st:
-        plan = plan_memory(graph, scratch=scratch_sizes(kernels))
+        plan = plan_memory(graph, scratch=scratch_sizes(kernels), slices=slices)
         st.result = plan.summary()
     with debug.stage("bind") as st:
         bound = bind_plan(graph, kernels, plan)

@@ -7,7 +7,9 @@ collide with an already placed tensor alive at the same time.
 
 Graph inputs, outputs and constants live outside the workspace (the caller's buffers
 and the weights). Ops that only reinterpret their input (reshape, identity) alias it:
-they take no bytes of their own and extend the lifetime of the buffer they view.
+they take no bytes of their own and extend the lifetime of the buffer they view. The inputs
+of a copy-free concat (passes/concat_in_place.py) are slices of its output's buffer, which
+is alive from the first of them written to the last read of any.
 
 The report gives three numbers: the planned workspace, the no-reuse total (every
 intermediate in its own buffer) and the lower bound (the largest sum of live tensors at
@@ -17,8 +19,12 @@ any step, which no offset assignment can beat).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from tensorir.graph.graph import Graph, Value
+
+if TYPE_CHECKING:
+    from tensorir.passes.concat_in_place import ConcatSlices
 
 ALIGN = 64
 ALIAS_OPS = frozenset({"reshape", "identity"})
@@ -38,6 +44,7 @@ class Buffer:
     end: int  # last step that reads it (inclusive)
     offset: int = -1
     views: list[Value] = field(default_factory=list)
+    slices: list[tuple[Value, int]] = field(default_factory=list)  # (value, byte offset) inside
 
     def overlaps_in_time(self, other: Buffer) -> bool:
         return self.start <= other.end and other.start <= self.end
@@ -51,6 +58,7 @@ class MemoryPlan:
     workspace: int
     no_reuse: int
     lower_bound: int
+    concats_in_place: int = 0  # concats whose inputs are slices of their output (no copy)
 
     def summary(self) -> str:
         ratio = self.workspace / self.lower_bound if self.lower_bound else 1.0
@@ -59,6 +67,7 @@ class MemoryPlan:
             f"workspace {self.workspace:,} B in {len(self.buffers)} buffers "
             f"({ratio:.3f} x lower bound {self.lower_bound:,} B, "
             f"{share:.3f} x no-reuse {self.no_reuse:,} B)"
+            + (f"; {self.concats_in_place} concats in place" if self.concats_in_place else "")
         )
 
 
@@ -127,10 +136,27 @@ def _place(buffers: list[Buffer]) -> int:
     return top
 
 
-def plan_memory(g: Graph, scratch: dict[int, list[int]] | None = None) -> MemoryPlan:
+def _merge_slices(buffers: dict[Value, Buffer], slices: ConcatSlices) -> None:
+    """Each concat input's buffer (and its views) becomes a slice of the outermost concat
+    output that holds it; that buffer lives as long as any of its slices."""
+    for v in list(slices.slices):
+        part = buffers.pop(v)
+        root, offset = slices.container(v)
+        buf = buffers[root]
+        buf.start, buf.end = min(buf.start, part.start), max(buf.end, part.end)
+        buf.slices += [(w, offset) for w in [v, *part.views]]
+
+
+def plan_memory(
+    g: Graph, scratch: dict[int, list[int]] | None = None, slices: ConcatSlices | None = None
+) -> MemoryPlan:
     """Assign workspace offsets to the intermediates of `g` (execution order: topological).
-    `scratch`: node id -> byte sizes of the kernel's own temporaries, alive during that node."""
-    buffers = list(_lifetimes(g).values())
+    `scratch`: node id -> byte sizes of the kernel's own temporaries, alive during that node.
+    `slices`: copy-free concats (passes/concat_in_place.py), their inputs placed inside them."""
+    lifetimes = _lifetimes(g)
+    if slices is not None:
+        _merge_slices(lifetimes, slices)
+    buffers = list(lifetimes.values())
     steps = {nid: k for k, nid in enumerate(g.op_nodes())}
     temps: dict[int, list[Buffer]] = {}
     for nid, sizes in (scratch or {}).items():
@@ -144,6 +170,8 @@ def plan_memory(g: Graph, scratch: dict[int, list[int]] | None = None) -> Memory
         offsets[b.value] = b.offset
         for v in b.views:
             offsets[v] = b.offset
+        for v, d in b.slices:
+            offsets[v] = b.offset + d
     return MemoryPlan(
         buffers=buffers,
         offsets=offsets,
@@ -151,4 +179,5 @@ def plan_memory(g: Graph, scratch: dict[int, list[int]] | None = None) -> Memory
         workspace=workspace,
         no_reuse=sum(b.size for b in buffers),
         lower_bound=_lower_bound(buffers),
+        concats_in_place=len(slices.nodes) if slices is not None else 0,
     )

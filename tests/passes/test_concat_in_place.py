@@ -1,0 +1,155 @@
+"""Copy-free concats (passes/concat_in_place.py): which concats go, where their inputs are
+placed by the memory plan, and that compiled models still compute the same."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnx.helper as oh
+import onnx.numpy_helper
+import onnxruntime as ort
+import pytest
+
+import tensorir as tir
+from benchmarks.zoo import build_for_tests, sample_inputs
+from tensorir.graph.graph import Graph
+from tensorir.graph.types import TensorType
+from tensorir.passes.concat_in_place import concat_slices
+from tensorir.passes.memory_plan import plan_memory
+from tensorir.pipeline import compile_graph
+
+
+def _graph(shape=(1, 16, 8, 8), axis=1):
+    """x -> relu, exp -> concat(axis) -> neg: both concat inputs come from ops."""
+    g = Graph("cat")
+    x = g.add_input("x", TensorType(shape))
+    (a,) = g.add_node("relu", [x])
+    (b,) = g.add_node("exp", [x])
+    (c,) = g.add_node("concat", [a, b], {"axis": axis})
+    (y,) = g.add_node("neg", [c])
+    g.set_outputs([("y", y)])
+    return g, a, b, c
+
+
+def test_channel_concat_places_inputs_in_its_output():
+    g, a, b, c = _graph()
+    slices = concat_slices(g)
+    assert slices.nodes == {c.node}
+    assert slices.slices == {a: (c, 0), b: (c, 16 * 64 * 4)}
+    plan = plan_memory(g, slices=slices)
+    assert plan.offsets[a] == plan.offsets[c]
+    assert plan.offsets[b] == plan.offsets[c] + 16 * 64 * 4
+    assert len(plan.buffers) == 1  # a, b and c are one buffer
+    assert plan.concats_in_place == 1
+    assert "1 concats in place" in plan.summary()
+
+
+def test_inner_axis_concat_is_not_contiguous_so_it_copies():
+    g, *_ = _graph(axis=2)  # rows: each channel interleaves a's and b's rows
+    assert concat_slices(g).nodes == set()
+
+
+@pytest.mark.parametrize("case", ["same input twice", "graph input", "graph output", "misaligned"])
+def test_concats_that_must_copy(case):
+    g = Graph("cat")
+    x = g.add_input("x", TensorType((1, 3) if case == "misaligned" else (1, 16, 4, 4)))
+    (a,) = g.add_node("relu", [x])
+    (b,) = g.add_node("exp", [x])
+    ins = {"same input twice": [a, a], "graph input": [x, a]}.get(case, [a, b])
+    (c,) = g.add_node("concat", ins, {"axis": 1})
+    if case == "graph output":
+        g.set_outputs([("y", c)])
+    else:
+        (y,) = g.add_node("neg", [c])
+        g.set_outputs([("y", y)])
+    assert concat_slices(g).nodes == set()
+
+
+def test_a_tensor_goes_into_one_concat_only():
+    g = Graph("two")
+    x = g.add_input("x", TensorType((1, 16)))
+    (a,) = g.add_node("relu", [x])
+    (b,) = g.add_node("exp", [x])
+    (d,) = g.add_node("sigmoid", [x])
+    (c1,) = g.add_node("concat", [a, b], {"axis": 1})
+    (c2,) = g.add_node("concat", [a, d], {"axis": 1})  # a already lives in c1
+    (y,) = g.add_node("add", [c1, c2])
+    g.set_outputs([("y", y)])
+    assert concat_slices(g).nodes == {c1.node}
+
+
+def test_nested_concats_share_the_outer_buffer():
+    g = Graph("nest")
+    x = g.add_input("x", TensorType((1, 16)))
+    (a,) = g.add_node("relu", [x])
+    (b,) = g.add_node("exp", [x])
+    (d,) = g.add_node("sigmoid", [x])
+    (inner,) = g.add_node("concat", [a, b], {"axis": 1})
+    (outer,) = g.add_node("concat", [d, inner], {"axis": 1})
+    (y,) = g.add_node("neg", [outer])
+    g.set_outputs([("y", y)])
+    slices = concat_slices(g)
+    assert slices.nodes == {inner.node, outer.node}
+    plan = plan_memory(g, slices=slices)
+    base = plan.offsets[outer]
+    assert [plan.offsets[v] - base for v in (d, inner, a, b)] == [0, 64, 64, 128]
+    assert len(plan.buffers) == 1
+
+
+def test_bind_text_shows_producers_writing_into_the_concat():
+    g, *_ = _graph()
+    build = compile_graph(g, "host")
+    assert [c.symbol for c in build.calls if "concat" in c.symbol] == []
+    relu, exp = (c for c in build.calls if c.symbol.endswith(("relu", "exp")))
+    assert exp.args[-1].index - relu.args[-1].index == 16 * 64 * 4
+    assert build.manifest["concats_in_place"] == 1
+
+
+def _fire_model() -> onnx.ModelProto:
+    """A SqueezeNet fire module whose squeeze output is also read after the concat."""
+    rng = np.random.default_rng(0)
+    w = {
+        "ws": rng.standard_normal((8, 16, 1, 1)).astype(np.float32) * 0.3,
+        "we1": rng.standard_normal((16, 8, 1, 1)).astype(np.float32) * 0.3,
+        "we3": rng.standard_normal((16, 8, 3, 3)).astype(np.float32) * 0.3,
+    }
+    nodes = [
+        oh.make_node("Conv", ["x", "ws"], ["s0"]),
+        oh.make_node("Relu", ["s0"], ["s"]),
+        oh.make_node("Conv", ["s", "we1"], ["e1"]),
+        oh.make_node("Conv", ["s", "we3"], ["e3"], pads=[1, 1, 1, 1]),
+        oh.make_node("Concat", ["e1", "e3"], ["cat"], axis=1),
+        oh.make_node("Relu", ["cat"], ["r"]),
+        oh.make_node("GlobalAveragePool", ["r"], ["p"]),
+        oh.make_node("GlobalAveragePool", ["s"], ["q"]),
+        oh.make_node("Concat", ["p", "q"], ["y"], axis=1),
+    ]
+    graph = oh.make_graph(
+        nodes,
+        "fire",
+        [oh.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 16, 12, 12])],
+        [oh.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 40, 1, 1])],
+        [onnx.numpy_helper.from_array(v, k) for k, v in w.items()],
+    )
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
+
+
+def test_fire_module_matches_onnxruntime():
+    model = _fire_model()
+    x = np.random.default_rng(1).standard_normal((1, 16, 12, 12)).astype(np.float32)
+    mod = tir.compile(model)
+    assert mod.manifest["concats_in_place"] >= 1
+    (ours,) = mod.run({"x": x})
+    (ref,) = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})
+    np.testing.assert_allclose(ours, ref, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["squeezenet1_1", "yolov8n_320"])
+def test_zoo_models_with_concats_match_onnxruntime(name):
+    model = build_for_tests(name)
+    feeds = sample_inputs(model)
+    mod = tir.compile(model)
+    assert mod.manifest["concats_in_place"] >= 1
+    ref = ort.InferenceSession(model.SerializeToString()).run(None, feeds)
+    for ours, want in zip(mod.run(feeds), ref, strict=True):
+        np.testing.assert_allclose(ours, want, rtol=2e-3, atol=2e-3)
