@@ -67,6 +67,9 @@ KNOBS: tuple[str, ...] = (
     "cols",
     "tile_k",
     "reduce_threads",
+    # depthwise conv merged into the 1x1 after it (ops/dwpw.py; its other knobs are the
+    # direct conv's)
+    "dw_ow_tile",
 )
 WORDS: tuple[str, ...] = (
     "direct",

@@ -5,6 +5,8 @@ TIR_DEBUG      0 (default) quiet; 1 stage names and times, tracebacks on errors;
 TIR_DUMP_DIR   when set, every stage's IR is written to files in this folder.
 TIR_CACHE_DIR  cache: compiled kernel objects, qemu drivers, stub libc (default: user cache dir).
 TIR_LAYOUT     0 turns off the NCHW -> NCHW[x]c layout pass (default on).
+TIR_FUSE_DWPW  0 / 1: depthwise conv + the 1x1 conv after it as one kernel on CPUs
+               (passes/fuse_dwpw.py; default on).
 TIR_DUMP_DIR also receives every OpenCL kernel as opencl/<kernel>.cl.
 TIR_OPENCL_PLATFORM  a case-insensitive substring of the OpenCL platform name: only those
                platforms are used (default: the first GPU of any platform, else any device).
@@ -43,6 +45,10 @@ def cache_dir() -> Path:
 
 def layout_enabled() -> bool:
     return os.environ.get("TIR_LAYOUT", "1").strip().lower() not in ("0", "false", "off", "")
+
+
+def fuse_dwpw_enabled() -> bool:
+    return os.environ.get("TIR_FUSE_DWPW", "1").strip().lower() not in ("0", "false", "off", "")
 
 
 def opencl_platform() -> str:

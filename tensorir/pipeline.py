@@ -33,6 +33,8 @@ Graph passes (tensorir/passes/, one file each; API in passes/__init__.py):
     cse              merge duplicate nodes and small duplicate constants
     layout           NCHW -> NCHW[x]c for the target's vector lanes (passes/layout.py; TIR_LAYOUT=0 off)
     fuse_ops         elementwise/activation/bias/residual into conv/dense/matmul epilogues
+    fuse_dwpw        a depthwise conv group into the 1x1 conv that alone reads it (CPU;
+                     TIR_FUSE_DWPW=0 off): the block's widest tensor stays on the stack
     memory_plan      static buffer reuse (passes/memory_plan.py), run by the compiler
 
 Each stage runs in a `debug.stage`: TIR_DEBUG=1 prints its name and time, TIR_DEBUG=2 the
@@ -63,6 +65,7 @@ from tensorir.compiler import (
     scratch_sizes,
 )
 from tensorir.compiler_loop import LoopKernel
+from tensorir.config import fuse_dwpw_enabled
 from tensorir.errors import ModelError, TirError
 from tensorir.graph.graph import Graph
 from tensorir.graph.printer import print_graph
@@ -76,6 +79,7 @@ from tensorir.passes.dead_code import dead_code
 from tensorir.passes.fold_batchnorm import fold_batchnorm
 from tensorir.passes.fold_constants import fold_constants
 from tensorir.passes.fold_qdq import fold_qdq, has_int8_convs
+from tensorir.passes.fuse_dwpw import fuse_dwpw as merge_dwpw
 from tensorir.passes.fuse_ops import fuse_ops
 from tensorir.passes.layout import layout_enabled, make_layout_pass
 from tensorir.passes.memory_plan import plan_memory
@@ -95,13 +99,16 @@ def optimize(
     layout: bool | None = None,
     layout_block: int | None = None,
     precision: str = "fp32",
+    fuse_dwpw: bool | None = None,
 ) -> Graph:
     """Run the graph passes on a copy of `g` and return it (`g` is left as it was).
     `fuse=False` stops before operator fusion (one kernel per op); `layout` packs
     activations NCHW -> NCHW[x]c for `target` (default: on unless TIR_LAYOUT=0), with channel
     blocks up to `layout_block` (default: the target's float32 lanes, float16 ones under
     fp16 where the target computes in float16); `precision` "fp16": float32 tensors become
-    float16 (passes/precision.py; the ops kept in float32 are listed in `float32_ops`)."""
+    float16 (passes/precision.py; the ops kept in float32 are listed in `float32_ops`);
+    `fuse_dwpw` merges depthwise convs into the 1x1 conv after them on CPUs (default:
+    TIR_FUSE_DWPW, on)."""
     g = copy_graph(g)
     # QDQ matmul / gemm / conv -> integer qdense / qconv1x1 / qdwconv, on the importer's form
     run(lambda graph: fold_qdq(graph, target), g, "fold qdq")
@@ -126,6 +133,10 @@ def optimize(
         run(make_layout_pass(target, layout_block), g, "layout")
     if fuse:  # anchor ops (conv, dense, matmul, pool) + elementwise epilogues -> fused groups
         run(fuse_ops, g, "fuse ops")
+        if fuse_dwpw is None:
+            fuse_dwpw = fuse_dwpw_enabled()
+        if fuse_dwpw and get_target(target).kind == "llvm":  # depthwise + 1x1 as one kernel
+            run(merge_dwpw, g, "fuse dwpw")
     # memory_plan: static offsets for every intermediate in one workspace
     #   (passes/memory_plan.py: plan_memory(g)), after the graph is final.
     return g

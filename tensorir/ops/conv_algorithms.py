@@ -41,6 +41,7 @@ import numpy as np
 
 from tensorir.graph.types import TensorType
 from tensorir.ops import conv_strassen
+from tensorir.ops.dwpw import is_dwpw
 from tensorir.ops.fused import FusedBody
 from tensorir.ops.layout import conv_nchwc_attrs
 from tensorir.schedule.algorithms.winograd import choose_winograd_m
@@ -167,6 +168,8 @@ def specialize(
     """The kernel for (op, inputs) under the current knobs; `const_args`: the inputs that are
     constants (None: all may be treated as constants, as the tuner does)."""
     in_types = tuple(in_types)
+    if op == "fused" and is_dwpw(attrs["body"]):  # depthwise + 1x1 (ops/dwpw.py): direct only
+        return Specialized(op, in_types, attrs, "direct")
     anchor, io = _conv_step(op, attrs)
     if io is None:
         if getattr(target, "kind", "llvm") == "llvm":

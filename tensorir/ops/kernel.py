@@ -14,6 +14,7 @@ import numpy as np
 from tensorir.errors import TirError
 from tensorir.graph.types import TensorType, np_dtype
 from tensorir.loop.ir import Buffer, LoopFunc, Seq
+from tensorir.ops.dwpw import is_dwpw, schedule_dwpw_nchwc
 from tensorir.ops.registry import NoScheduleError, get_op, schedule_for
 from tensorir.schedule import Schedule, create_schedule, lower, placeholder
 from tensorir.schedule.defaults import schedule_injective
@@ -137,6 +138,8 @@ def default_schedule(op: str, attrs: dict[str, Any], target: Target | None = Non
         default_schedule("softmax", {"axis": -1}, get_target("opencl"))  # the GPU template
     """
     kind = "llvm" if target is None else target.kind
+    if op == "fused" and kind == "llvm" and is_dwpw(attrs["body"]):  # passes/fuse_dwpw.py
+        return schedule_dwpw_nchwc
     if op == "fused" and attrs["body"].anchor is not None:
         body = attrs["body"]
         op = body.steps[body.anchor].op

@@ -1,0 +1,138 @@
+"""The schedule of a depthwise conv fused with the 1x1 conv after it (passes/fuse_dwpw.py).
+
+The kernel is the `fused` body conv2d_nchwc(depthwise) + its elementwise steps +
+conv2d_nchwc(1x1) + its epilogue. Its stages (name-scoped f0_, f1_, ... by ops/fused.py):
+
+    dw_pad   the depthwise input, padded            (per channel block, in the chunk)
+    dw_acc   the depthwise sums                     (per channel block, in the chunk)
+    mid      dw_acc + bias, the activation          (every channel block of the chunk's rows)
+    pw_acc   the 1x1 sums over mid's channels       (every output block of the chunk's rows)
+    y        pw_acc + bias and the epilogue         (the kernel's output)
+
+Per chunk of output rows (the parallel loop: rows of one image), `mid` is computed for every
+channel block into a buffer on the stack, then each group of output channel blocks reduces
+over it, so the widest tensor of a MobileNet block never reaches memory. The 1x1 product is the
+register-blocked form of the plain packed conv (layout.schedule_conv_nchwc): runs of ow_tile
+pixels x oc_blocks channel blocks of accumulators, one weight vector load and one broadcast
+per step. The depthwise sums run as in that schedule too (pixels x one vector in registers).
+
+Knobs: `row_chunk` (rows per parallel iteration; "auto": the mid buffer near MID_BYTES and
+at least MIN_PARALLEL_CHUNKS iterations where the rows allow), `oc_blocks`, `ow_tile`,
+`unroll_reduce` for the 1x1 and `dw_ow_tile` for the depthwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from tensorir.dtypes import elem_bytes
+from tensorir.ops.fused import FusedBody
+from tensorir.ops.layout import MAX_PIXELS, OC_BLOCKS
+from tensorir.ops.nn_compute import (
+    MIN_PARALLEL_CHUNKS,
+    divisors,
+    fuse_all,
+    inline_elementwise,
+    maybe_parallel,
+    pick_rows,
+    pick_vector,
+    work_of,
+)
+from tensorir.schedule.space import knob
+
+MID_BYTES = 128 << 10  # the depthwise rows of one chunk (every channel), kept in L2
+
+
+def is_dwpw(body: Any) -> bool:
+    """Whether a fused body is a depthwise conv group followed by a 1x1 conv (fuse_dwpw)."""
+    if not isinstance(body, FusedBody) or body.anchor is None or body.anchor == 0:
+        return False
+    convs = [k for k, s in enumerate(body.steps) if s.op == "conv2d_nchwc"]
+    return convs == [0, body.anchor]
+
+
+def chunk_rows(extent: int, row_bytes: int, outer_iters: int, budget: int) -> int:
+    """Rows per parallel chunk: the chunk's rows under `budget` bytes, and at least
+    MIN_PARALLEL_CHUNKS iterations in all where the rows allow."""
+    rows = max(1, min(extent, budget // max(1, row_bytes)))
+    while outer_iters * -(-extent // rows) < MIN_PARALLEL_CHUNKS and rows > 1:
+        rows = -(-rows // 2)
+    return pick_rows(extent, rows)
+
+
+def schedule_dwpw_nchwc(s: Any, outputs: Sequence[Any], target: Any) -> None:
+    """Default schedule (module docstring)."""
+    dw_acc, pw_acc = [st for st in s.stages if st.name.endswith("conv_nchwc_acc") and st.op.reduce_axis]
+    pads = [st for st in map(s.stage_of, s.reads(dw_acc)) if st is not None and st.name.endswith("_pad")]
+    mid = s.stage_of(s.reads(pw_acc)[0])
+    inline_elementwise(s, keep=[*pads, mid])
+    y = next(st for st in s.stages if st.is_output)
+    dtype = pw_acc.tensor.dtype
+    lanes = target.vector_lanes(dtype)
+    b, m, oh, ow, j = y.op.axis
+    v = pick_vector(j.extent, lanes)
+    mb_choices = [d for d in (1, 2, 3, 4) if m.extent % d == 0]
+    want = max(OC_BLOCKS, OC_BLOCKS * lanes // j.extent)  # as layout._default_oc_blocks
+    mb = knob("oc_blocks", mb_choices, max(d for d in mb_choices if d <= want))
+    mo, mi = y.split(m, factor=mb)
+    mid_row_bytes = ow.extent * mid.tensor.shape[1] * mid.tensor.shape[4] * elem_bytes(dtype)
+    auto = chunk_rows(oh.extent, mid_row_bytes, b.extent, MID_BYTES)
+    rows = knob("row_chunk", ["auto", *divisors(oh.extent)], "auto")
+    so, si = y.split(oh, factor=auto if rows == "auto" else rows)
+    jo, jv = y.split(j, factor=v)
+    y.reorder(b, so, mo, mi, si, ow, jo, jv)
+    y.vectorize(jv)
+    outer = fuse_all(y, [b, so])
+    maybe_parallel(y, outer, work_of(pw_acc) + work_of(dw_acc))
+    pw_acc.compute_at(y, outer)  # mid's reader is attached there first (placement.py)
+    mid.compute_at(y, outer)
+    _schedule_mid(mid, dw_acc, pads, target)
+    _schedule_pointwise(pw_acc, v, mb, target)
+
+
+def _schedule_mid(mid: Any, dw_acc: Any, pads: list[Any], target: Any) -> None:
+    """mid per channel block: the block's padded input rows and depthwise sums first."""
+    lanes = target.vector_lanes(mid.tensor.dtype)
+    _, c, _, _, j = mid.op.axis
+    _, jv = mid.split(j, factor=pick_vector(j.extent, lanes))
+    mid.vectorize(jv)
+    dw_acc.compute_at(mid, c)
+    for pad in pads:  # read by dw_acc, attached there first
+        pad.compute_at(mid, c)
+    ab, am, ah, aw, aj = dw_acc.op.axis
+    v = pick_vector(aj.extent, lanes)
+    ju, jw = dw_acc.split(aj, factor=v)
+    u = aj.extent // v
+    cap = max(1, min(MAX_PIXELS, (target.num_vector_registers - u - 2) // u))
+    tile = knob("dw_ow_tile", list(range(1, min(aw.extent, 2 * MAX_PIXELS) + 1)), pick_rows(aw.extent, cap))
+    wo, wi = dw_acc.split(aw, factor=tile)
+    dw_acc.reorder(ab, am, ah, wo, *dw_acc.op.reduce_axis, wi, ju, jw)
+    dw_acc.unroll(wi)
+    dw_acc.unroll(ju)
+    dw_acc.vectorize(jw)
+
+
+def _schedule_pointwise(acc: Any, v: int, mb: int, target: Any) -> None:
+    """The 1x1 sums of the chunk, per group of mb output blocks: ow_tile pixels x the group
+    in registers while the input channels run."""
+    ab, am, ah, aw, aj = acc.op.axis
+    amo, ami = acc.split(am, factor=mb)
+    ju, jw = acc.split(aj, factor=v)
+    u = aj.extent // v * mb  # accumulator vectors per pixel
+    regs = target.num_vector_registers
+    cap = max(1, min(MAX_PIXELS, (regs - u - 2) // max(1, u)))
+    pixels = knob("ow_tile", list(range(1, min(aw.extent, 2 * MAX_PIXELS) + 1)), pick_rows(aw.extent, cap))
+    wo, wi = acc.split(aw, factor=pixels)
+    red = list(acc.op.reduce_axis)
+    acc.reorder(ab, amo, ah, wo, *red, wi, ami, ju, jw)
+    for axis in (wi, ami, ju):
+        acc.unroll(axis)
+    acc.vectorize(jw)
+    inner = red[-1]
+    step = knob("unroll_reduce", [1, 2, 4], 1)
+    if step > 1 and inner.extent % step == 0 and inner.extent > step:
+        _, ri = acc.split(inner, factor=step)
+        acc.unroll(ri)
+    elif step == 1 and target.arch == "aarch64" and 1 < inner.extent <= target.vector_lanes(acc.tensor.dtype):
+        acc.unroll(inner)  # NEON: one vector load feeds the FMAs by lane (as layout.py)

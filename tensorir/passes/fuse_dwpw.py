@@ -1,0 +1,128 @@
+"""Depthwise conv -> 1x1 conv as one kernel: the second half of a MobileNet block.
+
+After `fuse_ops`, a MobileNet block is three kernels: the 1x1 expand, the depthwise 3x3 (with
+its activation) and the 1x1 project (with the residual add). The depthwise output is the
+block's widest tensor (six times the block's channels) and goes through memory twice: written
+by the depthwise kernel, read back by the project. This pass merges a depthwise group and the
+1x1 conv that is its only reader into one `fused` node whose body is both chains:
+
+    %5 = fused(%4, %wd, %bd) body=conv2d_nchwc+clip                  (depthwise 3x3)
+    %6 = fused(%5, %wp, %bp, %skip) body=conv2d_nchwc+add      ->
+    %6 = fused(%4, %wd, %bd, %wp, %bp, %skip) body=conv2d_nchwc+clip+conv2d_nchwc+add
+
+Its anchor is the 1x1 conv step; `ops/dwpw.py` schedules it: per chunk of output rows (the
+parallel loop) the depthwise rows of every channel block are computed into a buffer on the
+stack, and the 1x1 conv reads them from there (MNN's and TVM's depthwise-pointwise fusion for
+mobile CPUs). What is merged (all packed NCHW[x]c, one image):
+
+    - the first: conv2d_nchwc with group = channels (depthwise), then elementwise steps that
+      keep its shape; read only by the second;
+    - the second: conv2d_nchwc 1x1, stride 1, no padding, group 1, as a plain op or the anchor
+      of a fused group, reading the first's output as its input x, with at most
+      MAX_WEIGHT_BYTES of weights (every row chunk reads all of them).
+
+CPU (llvm) targets only; `TIR_FUSE_DWPW=0` turns it off (config.py), and `tir tune`'s
+whole-model check measures the model with and without it (keeps it only where it wins).
+"""
+
+from __future__ import annotations
+
+from tensorir.graph.graph import Graph, Value
+from tensorir.ops.fused import FusedBody, Step
+
+# the 1x1 weights are read once per row chunk: merged only while they stay in a core's L2
+# (MobileNetV1's 512- and 1024-channel 1x1s, 1-4 MB, ran 17% slower merged at 2 threads)
+MAX_WEIGHT_BYTES = 256 << 10
+
+
+def _as_body(g: Graph, nid: int) -> tuple[FusedBody, list[Value]] | None:
+    """(body, inputs) of a conv2d_nchwc node or a fused node anchored on one at step 0."""
+    node = g.node(nid)
+    ins = g.inputs_of(nid)
+    if node.op == "conv2d_nchwc":
+        return FusedBody((Step("conv2d_nchwc", node.attrs, tuple(range(len(ins)))),), len(ins), 0), ins
+    body = node.attr.get("body") if node.op == "fused" else None
+    if isinstance(body, FusedBody) and body.anchor == 0 and body.steps[0].op == "conv2d_nchwc":
+        if any(s.op == "conv2d_nchwc" for s in body.steps[1:]):
+            return None  # already merged
+        return body, ins
+    return None
+
+
+def _is_depthwise(g: Graph, body: FusedBody, ins: list[Value]) -> bool:
+    conv = body.steps[0]
+    attrs = dict(conv.attrs)
+    x = g.type_of(ins[conv.args[0]])
+    return int(attrs.get("group", 1)) > 1 and x.ndim == 5 and x.shape[0] == 1
+
+
+def _is_pointwise(g: Graph, body: FusedBody, ins: list[Value]) -> bool:
+    conv = body.steps[0]
+    attrs = dict(conv.attrs)
+    w = g.type_of(ins[conv.args[1]])
+    return (
+        w.nbytes <= MAX_WEIGHT_BYTES
+        and int(attrs.get("group", 1)) == 1
+        and tuple(w.shape[2:4]) == (1, 1)
+        and all(int(v) == 1 for v in attrs.get("strides") or (1, 1))
+        and not any(attrs.get("pads") or ())
+        and g.type_of(ins[conv.args[0]]).shape[0] == 1
+    )
+
+
+def merge_bodies(
+    first: FusedBody, first_ins: list[Value], second: FusedBody, second_ins: list[Value], mid: Value
+) -> tuple[FusedBody, list[Value]]:
+    """The body running `first` then `second`, where `second` reads `first`'s output `mid`
+    (its argument positions holding `mid` become the last step of `first`); and its inputs."""
+    ins = list(first_ins)
+    extra = [v for v in second_ins if v != mid and v not in ins]
+    ins += extra
+    n = len(ins)
+    n1 = len(first.steps)
+
+    def remap_first(a: int) -> int:
+        return a if a < first.n_inputs else n + (a - first.n_inputs)
+
+    def remap_second(a: int) -> int:
+        if a >= second.n_inputs:
+            return n + n1 + (a - second.n_inputs)
+        v = second_ins[a]
+        return n + n1 - 1 if v == mid else ins.index(v)
+
+    steps = [Step(s.op, s.attrs, tuple(remap_first(a) for a in s.args)) for s in first.steps]
+    steps += [Step(s.op, s.attrs, tuple(remap_second(a) for a in s.args)) for s in second.steps]
+    return FusedBody(tuple(steps), n, n1), ins
+
+
+def fuse_dwpw(g: Graph) -> bool:
+    """Merge each depthwise group into the 1x1 conv that alone reads it (module docstring)."""
+    outputs = {v for _, v in g.outputs}
+    changed = False
+    for nid in list(g.op_nodes()):
+        if nid not in g.nx or nid in g.guards:
+            continue
+        first = _as_body(g, nid)
+        if first is None or not _is_depthwise(g, *first):
+            continue
+        mid = Value(nid)
+        users = g.consumers(mid)
+        if mid in outputs or len(users) != 1 or len(g.node(nid).outputs) != 1:
+            continue
+        ((user, _),) = users
+        if user in g.guards:
+            continue
+        second = _as_body(g, user)
+        if second is None or not _is_pointwise(g, *second):
+            continue
+        body2, ins2 = second
+        if ins2[body2.steps[0].args[0]] != mid or ins2.count(mid) != 1:
+            continue  # mid must be the 1x1 conv's input x, and only that
+        body, ins = merge_bodies(*first, body2, ins2, mid)
+        names = [g.node(k).name for k in (nid, user) if g.node(k).name]
+        (out,) = g.add_node("fused", ins, {"body": body}, name=names[-1] if names else "")
+        g.replace_uses(Value(user), out)
+        g.remove_node(user)
+        g.remove_node(nid)
+        changed = True
+    return changed
