@@ -3,6 +3,7 @@
     python -m benchmarks.compare                       # issue 16's table: the CNNs and BERT, 1 and 2 threads
     python -m benchmarks.compare resnet18 --runs 50 --threads 1
     python -m benchmarks.compare --all                 # every zoo model (+ MobileNetV3, YOLO, DenseNet)
+    python -m benchmarks.compare --tuned               # + tuned builds (tuning_logs/, benchmarks/tune_zoo.py)
 
 Both run in this process on the same inputs; their timed runs interleave in blocks of
 BLOCK (BLOCK tensorir runs, BLOCK onnxruntime runs, ...) so machine noise hits both alike.
@@ -31,6 +32,7 @@ import numpy as np
 from benchmarks.zoo import MODELS, build, sample_inputs
 
 RESULTS = Path(__file__).parent / "results"
+LOGS = Path(__file__).resolve().parent.parent / "tuning_logs"
 # the default table (issue 16, item 1): the zoo CNNs and the BERT encoder. The zoo's other
 # models (tiny_cnn; MobileNetV3-Small, the YOLO detector and DenseNet-121, added for the
 # layout-storm counts of benchmarks/layout_storms.py) run by name or with --all.
@@ -75,7 +77,12 @@ def _interleaved(fns: list, runs: int, warmup: int) -> list[float]:
     return [float(np.median(t)) for t in times]
 
 
-def bench_model(name: str, threads: list[int], runs: int, warmup: int, records=None) -> list[dict]:
+def bench_model(
+    name: str, threads: list[int], runs: int, warmup: int, records=None, tuned_records=None
+) -> list[dict]:
+    """Time tensorir (compiled with `records`) and onnxruntime, interleaved, at each thread
+    count. With `tuned_records` (threads -> Records) a tuned build per thread count joins the
+    same interleaved rounds, so untuned, tuned and onnxruntime meet the same machine."""
     import tensorir as tir
     from tensorir.frontend.onnx import from_onnx
     from tensorir.graph.flops import graph_flops
@@ -87,31 +94,47 @@ def bench_model(name: str, threads: list[int], runs: int, warmup: int, records=N
     mod = tir.compile(model, records=records)
     compile_s = time.perf_counter() - t0
     ours = mod.bind(feeds)
-    err = max(
-        float(np.max(np.abs(a - b)))
-        for a, b in zip(ours(), _ort_session(model, 1).run(None, feeds), strict=True)
-    )
+    reference = _ort_session(model, 1).run(None, feeds)
+    err = _max_err(ours(), reference)
     rows = []
     for n in threads:
         mod.set_num_threads(n)
         sess = _ort_session(model, n)
-        t_ours, t_ort = _interleaved([ours, lambda s=sess: s.run(None, feeds)], runs, warmup)
-        rows.append(
-            {
-                "model": name,
-                "threads": n,
-                "tensorir_ms": t_ours * 1e3,
-                "onnxruntime_ms": t_ort * 1e3,
-                "ratio": t_ours / t_ort,
-                "tensorir_gflops": flops / t_ours / 1e9,
-                "onnxruntime_gflops": flops / t_ort / 1e9,
-                "compile_s": compile_s,
-                "workspace_bytes": mod.manifest["workspace_bytes"],
-                "max_abs_err_vs_ort": err,
-                "tuned_kernels": mod.manifest.get("tuned_kernels", 0),
-            }
-        )
+        fns = [ours, lambda s=sess: s.run(None, feeds)]
+        if tuned_records is not None:
+            recs = tuned_records(n)
+            tuned = tir.compile(model, records=recs)
+            tuned.set_num_threads(n)
+            fns.append(tuned.bind(feeds))
+        times = _interleaved(fns, runs, warmup)
+        t_ours, t_ort = times[:2]
+        row = {
+            "model": name,
+            "threads": n,
+            "tensorir_ms": t_ours * 1e3,
+            "onnxruntime_ms": t_ort * 1e3,
+            "ratio": t_ours / t_ort,
+            "tensorir_gflops": flops / t_ours / 1e9,
+            "onnxruntime_gflops": flops / t_ort / 1e9,
+            "compile_s": compile_s,
+            "workspace_bytes": mod.manifest["workspace_bytes"],
+            "max_abs_err_vs_ort": err,
+            "tuned_kernels": mod.manifest.get("tuned_kernels", 0),
+        }
+        if tuned_records is not None:
+            row.update(
+                tuned_ms=times[2] * 1e3,
+                tuned_ratio=times[2] / t_ort,
+                tuned_device=recs.device,
+                tuned_kernels=tuned.manifest.get("tuned_kernels", 0),
+                tuned_max_abs_err_vs_ort=_max_err(fns[2](), reference),
+            )
+        rows.append(row)
     return rows
+
+
+def _max_err(ours: list, reference: list) -> float:
+    return max(float(np.max(np.abs(a - b))) for a, b in zip(ours, reference, strict=True))
 
 
 _SGEMM = """
@@ -140,15 +163,37 @@ def sgemm_scaling() -> tuple[float, float]:
 
 
 def print_table(rows: list[dict]) -> None:
-    head = f"{'model':<18} {'thr':>3} {'tensorir ms':>12} {'ort ms':>9} {'ratio':>7} {'GFLOP/s':>8}"
-    print(head + f" {'ort GF/s':>8} {'compile s':>9} {'workspace':>11} {'max err':>8} {'tuned':>5}")
+    tuned = any("tuned_ms" in r for r in rows)
+    head = f"{'model':<18} {'thr':>3} {'tensorir ms':>12} {'ort ms':>9} {'ratio':>7}"
+    head += f" {'tuned ms':>9} {'ratio':>7}" if tuned else ""
+    head += f" {'GFLOP/s':>8} {'ort GF/s':>8} {'compile s':>9} {'workspace':>11} {'max err':>8}"
+    print(head + f" {'tuned':>5}")
     for r in rows:
-        print(
+        line = (
             f"{r['model']:<18} {r['threads']:>3} {r['tensorir_ms']:>12.2f} {r['onnxruntime_ms']:>9.2f} "
-            f"{r['ratio']:>7.2f} {r['tensorir_gflops']:>8.1f} {r['onnxruntime_gflops']:>8.1f} "
+            f"{r['ratio']:>7.2f}"
+        )
+        if tuned:
+            line += f" {r.get('tuned_ms', float('nan')):>9.2f} {r.get('tuned_ratio', float('nan')):>7.2f}"
+        print(
+            line + f" {r['tensorir_gflops']:>8.1f} {r['onnxruntime_gflops']:>8.1f} "
             f"{r['compile_s']:>9.1f} {r['workspace_bytes'] / 2**20:>9.2f}MB {r['max_abs_err_vs_ort']:>8.1e}"
             f" {r.get('tuned_kernels', 0):>5}{r.get('note', '')}"
         )
+
+
+def _tuned_records(db: str | None):
+    """threads -> the Records a compile for this CPU at that thread count picks from
+    tuning_logs/ (and `db`): the `-tN` key when there is one."""
+    from autotune.records import Records
+    from tensorir.target import get_target
+
+    def pick(threads: int):
+        recs = Records.for_target(get_target("host"), db=db or False, logs=LOGS, threads=threads)
+        print(f"  {threads} thread(s): tuning records of device {recs.device} ({recs.how or 'none fit'})")
+        return recs
+
+    return pick
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -160,12 +205,20 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--out", default=str(RESULTS / "compare.json"))
     p.add_argument("--records", metavar="DB", help="compile with this tuning database's best records")
+    p.add_argument(
+        "--tuned",
+        action="store_true",
+        help="also time a build per thread count with the records tuned at that thread count "
+        "(tuning_logs/<this CPU>-tN.jsonl, plus --records DB), in the same interleaved rounds",
+    )
     p.add_argument("--device", help="device key of the tuning records (default: the one that fits this CPU)")
     p.add_argument("--no-startup", action="store_true", help="skip start-up time and size")
     args = p.parse_args(argv)
     args.models = args.models or ([m for m in MODELS if m != "tiny_cnn"] if args.all else DEFAULT)
-    records = None
-    if args.records:
+    records = tuned_records = None
+    if args.tuned:
+        tuned_records = _tuned_records(args.records)
+    elif args.records:
         from autotune.records import Records
         from tensorir.target import get_target
 
@@ -182,7 +235,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     rows = []
     for name in args.models:
-        new = bench_model(name, args.threads, args.runs, args.warmup, records)
+        new = bench_model(name, args.threads, args.runs, args.warmup, records, tuned_records)
         for r in new:
             r["sgemm_gflops_1_2"] = [one, two]
             if r["threads"] > 1 and busy:
