@@ -116,7 +116,9 @@ def add_tune_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--plot", metavar="PNG", help="draw best-so-far vs trials per task and for the model")
     p.add_argument(
-        "--no-layout", action="store_true", help="skip the model-level layout block measurement (NCHW[x]c)"
+        "--no-layout",
+        action="store_true",
+        help="skip the model-level measurement (NCHW[x]c block, depthwise + 1x1 merge)",
     )
     p.set_defaults(func=cmd_tune)
 
@@ -143,21 +145,21 @@ def cmd_tune(args: argparse.Namespace) -> int:
     db = open_database(args.db)
     migrate_legacy_host(db)
     graph = load_graph(args.model, target, shapes)
-    block = None
     gpu = get_target(target).kind == "opencl"  # the GPU layout block is the float4 lane count
     if (
         not gpu
-        and dev.measured == "process"  # the layout is measured on whole models here
+        and dev.measured == "process"  # the model-level knobs are measured on whole models here
         and not servers
         and not args.no_layout
         and any(n.op == "layout_transform" for n in map(graph.node, graph.op_nodes()))
     ):
-        from autotune.graph_tune import tune_layout
+        from autotune.graph_tune import tune_model_level
 
-        print(f"measuring {args.model} with each NCHW[x]c channel block (model-level knob)")
-        block = tune_layout(args.model, db, device, target, shapes, threads=args.threads or None)
-        print(f"  best layout block: {block}")
-        graph = load_graph(args.model, target, shapes, layout_block=block)
+        print(f"measuring {args.model} with each model-level config (NCHW[x]c block, depthwise + 1x1 merge)")
+        best = tune_model_level(args.model, db, device, target, shapes, threads=args.threads or None)
+        print(f"  best: {best}")
+        if best:  # as tir compile will read it (pipeline.model_choices)
+            graph = load_graph(args.model, target, shapes, best["layout_block"], bool(best.get("fuse_dwpw")))
     tasks = extract_tasks(graph, target)
     if not tasks:
         print(f"{args.model}: nothing to tune (no kernel has knobs)")

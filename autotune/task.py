@@ -134,13 +134,15 @@ def load_graph(
     target: Target | str = "host",
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     layout_block: int | None = None,
+    fuse_dwpw: bool | None = None,
 ) -> Graph:
     """A model (path or ModelProto) imported and optimized exactly as `tir compile` does
-    (with this NCHW[x]c channel block, default the target's lanes)."""
+    (with this NCHW[x]c channel block, default the target's lanes, and depthwise + 1x1
+    merge, default TIR_FUSE_DWPW)."""
     from tensorir.frontend import load_graph_any
     from tensorir.pipeline import optimize
 
     if isinstance(model, str | os.PathLike):
         model = os.fspath(model)
     g = load_graph_any(model, input_shapes)
-    return optimize(g, target=get_target(target), layout_block=layout_block)
+    return optimize(g, target=get_target(target), layout_block=layout_block, fuse_dwpw=fuse_dwpw)

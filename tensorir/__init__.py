@@ -30,6 +30,7 @@ def compile(  # noqa: A001 - the public name the design promises
     layout_block=None,
     signature: str = "serving_default",
     precision: str = "fp32",
+    fuse_dwpw=None,
 ):
     """Compile a model (an ONNX path or onnx.ModelProto; a TensorFlow SavedModel folder, frozen
     .pb, .keras / .h5 or .tflite path) to a native library; returns it loaded by
@@ -40,7 +41,8 @@ def compile(  # noqa: A001 - the public name the design promises
     `best(key)` (autotune.records.Records); workloads without one use the defaults.
     `signature`: which of a SavedModel's signatures to compile. `precision` "fp16": weights
     and activations in float16 (inputs and outputs stay float32; manifest "precision" says
-    where it fell back to float32)."""
+    where it fell back to float32). `layout_block`, `fuse_dwpw`: the model-level knobs
+    (pipeline.model_choices; default: the model's record in `records`, else the defaults)."""
     import tempfile
 
     from tensorir.pipeline import compile_model, load_folder
@@ -53,6 +55,7 @@ def compile(  # noqa: A001 - the public name the design promises
         layout_block=layout_block,
         signature=signature,
         precision=precision,
+        fuse_dwpw=fuse_dwpw,
     )
     return load_folder(build.write(tempfile.mkdtemp(prefix="tir-build-"), weights))
 

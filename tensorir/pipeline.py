@@ -165,12 +165,14 @@ def compile_model(
     override_shapes: bool = True,
     signature: str = "serving_default",
     precision: str = "fp32",
+    fuse_dwpw: bool | None = None,
 ) -> Build:
     """Compile a whole model for `target` up to the backend: every stage of the module
     docstring except codegen and packaging, which `write_build` (Build.write) runs.
     `records` gives tuned knob configs per workload (compiler.lookup_config) and the
     model-level `layout_block` (the NCHW[x]c channel block; argument > record > the
-    target's lanes). `override_shapes`: as in from_onnx; `signature`: a SavedModel's
+    target's lanes) and `fuse_dwpw` (argument > record > TIR_FUSE_DWPW). `override_shapes`:
+    as in from_onnx; `signature`: a SavedModel's
     signature (frontend.load_graph_any picks the frontend by the model's format);
     `precision`: "fp32" or "fp16" (optimize)."""
     from tensorir.frontend import load_graph_any
@@ -179,7 +181,22 @@ def compile_model(
     check_precision(precision)
     raw = model_bytes(model)
     graph = load_graph_any(model, input_shapes, signature=signature, override_shapes=override_shapes)
-    return compile_graph(graph, target, records, layout_block, raw, input_shapes, precision=precision)
+    return compile_graph(
+        graph, target, records, layout_block, raw, input_shapes, precision=precision, fuse_dwpw=fuse_dwpw
+    )
+
+
+def model_choices(
+    records: Any, key: str, layout_block: int | None, fuse_dwpw: bool | None
+) -> tuple[int | None, bool | None]:
+    """The model-level knobs (autotune/graph_tune.py): an argument, else the model's best
+    record, else None (the defaults). A record from before the fuse_dwpw knob was measured
+    without the merge, so it says False."""
+    cfg = lookup_config(records, key)
+    if cfg is None:
+        return layout_block, fuse_dwpw
+    block = layout_block or cfg.get("layout_block")
+    return block, fuse_dwpw if fuse_dwpw is not None else bool(cfg.get("fuse_dwpw", False))
 
 
 def check_precision(precision: str) -> None:
@@ -196,6 +213,7 @@ def compile_graph(
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     symbol_prefix: str = "tir_",
     precision: str = "fp32",
+    fuse_dwpw: bool | None = None,
 ) -> Build:
     """Compile an imported graph (any frontend) for `target`, as compile_model does from the
     graph passes on. `raw`: the model file's bytes, which name the model in the manifest and in
@@ -209,8 +227,8 @@ def compile_graph(
             raise ModelError(f"input '{name}' is a string tensor; compiled code has no string dtype")
     if raw is None:
         raw = print_graph(graph, constants=True).encode()
-    block = layout_block or (lookup_config(records, model_key(raw, input_shapes)) or {}).get("layout_block")
-    graph = optimize(graph, target=target, layout_block=block, precision=precision)
+    block, fuse_dwpw = model_choices(records, model_key(raw, input_shapes), layout_block, fuse_dwpw)
+    graph = optimize(graph, target=target, layout_block=block, precision=precision, fuse_dwpw=fuse_dwpw)
     slices = concat_slices(graph) if target.kind == "llvm" else ConcatSlices()
     with debug.stage("lowering") as st, half_sums(precision == "fp16" and native_fp16(target)):
         kernels = lower_kernels(graph, target, records, symbol_prefix, slices.nodes)

@@ -28,7 +28,7 @@ from typing import Any
 
 from tensorir.dtypes import elem_bytes
 from tensorir.ops.fused import FusedBody
-from tensorir.ops.layout import MAX_PIXELS, OC_BLOCKS
+from tensorir.ops.layout import MAX_PIXELS, default_oc_blocks, oc_block_choices
 from tensorir.ops.nn_compute import (
     MIN_PARALLEL_CHUNKS,
     divisors,
@@ -72,9 +72,8 @@ def schedule_dwpw_nchwc(s: Any, outputs: Sequence[Any], target: Any) -> None:
     lanes = target.vector_lanes(dtype)
     b, m, oh, ow, j = y.op.axis
     v = pick_vector(j.extent, lanes)
-    mb_choices = [d for d in (1, 2, 3, 4) if m.extent % d == 0]
-    want = max(OC_BLOCKS, OC_BLOCKS * lanes // j.extent)  # as layout._default_oc_blocks
-    mb = knob("oc_blocks", mb_choices, max(d for d in mb_choices if d <= want))
+    mb_choices = oc_block_choices(m.extent)
+    mb = knob("oc_blocks", mb_choices, default_oc_blocks(mb_choices, j.extent, lanes))
     mo, mi = y.split(m, factor=mb)
     mid_row_bytes = ow.extent * mid.tensor.shape[1] * mid.tensor.shape[4] * elem_bytes(dtype)
     auto = chunk_rows(oh.extent, mid_row_bytes, b.extent, MID_BYTES)

@@ -335,8 +335,8 @@ def schedule_conv_nchwc(s: Any, outputs: Sequence[Any], target: Any) -> None:
     v = knob("vector", _vector_choices(j.extent, lanes), pick_vector(j.extent, lanes))
     row_bytes = ow.extent * j.extent * elem_bytes(dtype)
     dense = len(acc.op.reduce_axis) == 4  # depthwise reduces over the taps only
-    mb_choices = [d for d in (1, 2, 3, 4) if m.extent % d == 0] if dense else [1]
-    mb = knob("oc_blocks", mb_choices, _default_oc_blocks(mb_choices, j.extent, lanes))
+    mb_choices = oc_block_choices(m.extent) if dense else [1]
+    mb = knob("oc_blocks", mb_choices, default_oc_blocks(mb_choices, j.extent, lanes))
     mo, mi = y.split(m, factor=mb)
     chunk = chunk_first_axis(oh.extent, row_bytes * mb, b.extent * mo.extent)
     rows = knob("row_chunk", ["auto", *_divisor_choices(oh.extent)], "auto")
@@ -388,11 +388,22 @@ def schedule_conv_nchwc(s: Any, outputs: Sequence[Any], target: Any) -> None:
         acc.unroll(red[-2])
 
 
-def _default_oc_blocks(choices: list[int], block: int, lanes: int) -> int:
+def oc_block_choices(blocks: int) -> list[int]:
+    """Output channel blocks per register tile: the divisors of `blocks` up to 6."""
+    return [d for d in range(1, 7) if blocks % d == 0]
+
+
+def default_oc_blocks(choices: list[int], block: int, lanes: int) -> int:
     """OC_BLOCKS channel blocks per register tile; narrow blocks (8 channels on a 16-lane
-    target, as for 24 channels) take up to OC_BLOCKS full vectors' worth instead."""
+    target, as for 24 channels) take up to OC_BLOCKS full vectors' worth instead. Where only
+    one block would fit that, a divisor up to twice as wide is taken (SqueezeNet's 1000
+    classes are 125 blocks of 8: one 8-lane accumulator per pixel was load-bound, 5 share
+    each broadcast)."""
     want = max(OC_BLOCKS, OC_BLOCKS * lanes // max(1, block))
-    return max(d for d in choices if d <= want)
+    best = max(d for d in choices if d <= want)
+    if best == 1:
+        best = min((d for d in choices if 1 < d <= 2 * want), default=1)
+    return best
 
 
 def _vector_choices(extent: int, lanes: int) -> list[int]:

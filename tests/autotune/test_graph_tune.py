@@ -1,4 +1,5 @@
-"""The model-level layout-block knob: measured end to end, recorded, used by compile."""
+"""The model-level knobs (layout block, depthwise + 1x1 merge): measured end to end, recorded,
+used by compile."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 
 import tensorir as tir
 from autotune.database import Database
-from autotune.graph_tune import layout_choices, tune_layout
+from autotune.graph_tune import layout_choices, model_configs, tune_model_level
 from autotune.records import Records
 from tensorir.compiler import model_key
 
@@ -40,15 +41,39 @@ def test_compile_with_layout_block_matches_ort(block):
         np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5)
 
 
-def test_tune_layout_records_each_block_once_and_compile_uses_the_best(tmp_path):
+def test_tune_model_level_records_each_config_once_and_compile_uses_the_best(tmp_path):
     db = Database(tmp_path / "t.db")
-    best = tune_layout(TINY, db, runs=5, log=lambda _: None)
+    best = tune_model_level(TINY, db, runs=5, log=lambda _: None)
     key = model_key(TINY.read_bytes())
     recs = db.workload_records(key, "host", "host")
+    # tiny_cnn has no depthwise conv: only the layout block is a choice
     assert sorted(r["config"]["layout_block"] for r in recs) == layout_choices("host")
-    assert best == min(recs, key=lambda r: r["mean_cost"])["config"]["layout_block"]
-    assert tune_layout(TINY, db, runs=5, log=lambda _: None) == best  # nothing re-measured
+    assert all("fuse_dwpw" not in r["config"] for r in recs)
+    assert best == min(recs, key=lambda r: r["mean_cost"])["config"]
+    assert tune_model_level(TINY, db, runs=5, log=lambda _: None) == best  # nothing re-measured
     assert len(db.workload_records(key, "host", "host")) == 3
     records = Records.open(db=tmp_path / "t.db", logs=None)
     mod = tir.compile(str(TINY), records=records)
-    assert mod.manifest["layout_block"] == best
+    assert mod.manifest["layout_block"] == best["layout_block"]
+
+
+def _merged(mod) -> int:
+    return sum(k["workload"].split(" ")[0].count("conv2d_nchwc") == 2 for k in mod.manifest["kernels"])
+
+
+def test_depthwise_merge_is_a_model_level_choice(tmp_path):
+    from benchmarks.zoo import save
+
+    path = tmp_path / "mv2.onnx"
+    save("mobilenet_v2_96", path)
+    configs = model_configs(path, "host", None)
+    lanes = tir.target.get_target("host").vector_lanes("float32")
+    assert {"layout_block": lanes, "fuse_dwpw": True} in configs
+    assert {"layout_block": lanes, "fuse_dwpw": False} in configs
+    assert len(configs) == 2 * len(layout_choices("host"))
+    key = model_key(path.read_bytes())
+    merged_on = tir.compile(str(path), records={key: {"layout_block": lanes, "fuse_dwpw": True}})
+    merged_off = tir.compile(str(path), records={key: {"layout_block": lanes, "fuse_dwpw": False}})
+    legacy = tir.compile(str(path), records={key: {"layout_block": lanes}})  # measured unmerged
+    assert _merged(merged_on) > 0 and _merged(merged_off) == 0 and _merged(legacy) == 0
+    assert _merged(tir.compile(str(path))) > 0  # no record: the default (on)
