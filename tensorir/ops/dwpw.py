@@ -28,7 +28,7 @@ from typing import Any
 
 from tensorir.dtypes import elem_bytes
 from tensorir.ops.fused import FusedBody
-from tensorir.ops.layout import MAX_PIXELS, default_oc_blocks, oc_block_choices
+from tensorir.ops.layout import MAX_PIXELS, default_oc_blocks, oc_block_choices, register_tile_inner
 from tensorir.ops.nn_compute import (
     MIN_PARALLEL_CHUNKS,
     divisors,
@@ -125,13 +125,4 @@ def _schedule_pointwise(acc: Any, v: int, mb: int, target: Any) -> None:
     wo, wi = acc.split(aw, factor=pixels)
     red = list(acc.op.reduce_axis)
     acc.reorder(ab, amo, ah, wo, *red, wi, ami, ju, jw)
-    for axis in (wi, ami, ju):
-        acc.unroll(axis)
-    acc.vectorize(jw)
-    inner = red[-1]
-    step = knob("unroll_reduce", [1, 2, 4], 1)
-    if step > 1 and inner.extent % step == 0 and inner.extent > step:
-        _, ri = acc.split(inner, factor=step)
-        acc.unroll(ri)
-    elif step == 1 and target.arch == "aarch64" and 1 < inner.extent <= target.vector_lanes(acc.tensor.dtype):
-        acc.unroll(inner)  # NEON: one vector load feeds the FMAs by lane (as layout.py)
+    register_tile_inner(acc, (wi, ami, ju), jw, red, True, False, target)

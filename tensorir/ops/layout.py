@@ -372,15 +372,31 @@ def schedule_conv_nchwc(s: Any, outputs: Sequence[Any], target: Any) -> None:
     if dense and knob("reduce_order", ["channels_outer", "taps_outer"], "channels_outer") == "taps_outer":
         red = [red[1], red[2], red[0], red[3]]
     acc.reorder(ab, ah, wo, *red, wi, am, ju, jw)
-    for axis in (wi, am, ju):
+    register_tile_inner(acc, (wi, am, ju), jw, red, dense, arm_taps, target)
+
+
+def register_tile_inner(
+    acc: Any, unrolled: Sequence[Any], lane: Any, red: Sequence[Any], dense: bool, arm_taps: bool, target: Any
+) -> None:
+    """The innermost loops of a packed conv's register tile: the pixel and channel-block
+    axes unrolled, the lane axis vectorized, and the innermost reduction unrolled by the
+    knob `unroll_reduce` (or as NEON wants it)."""
+    from tensorir.schedule.space import knob
+
+    for axis in unrolled:
         acc.unroll(axis)
-    acc.vectorize(jw)
+    acc.vectorize(lane)
     inner = red[-1]
     step = knob("unroll_reduce", [1, 2, 4], 1)
     if step > 1 and inner.extent % step == 0 and inner.extent > step:
         _, ri = acc.split(inner, factor=step)
         acc.unroll(ri)
-    elif step == 1 and dense and target.arch == "aarch64" and 1 < inner.extent <= lanes:
+    elif (
+        step == 1
+        and dense
+        and target.arch == "aarch64"
+        and 1 < inner.extent <= target.vector_lanes(acc.tensor.dtype)
+    ):
         # NEON: the input channels of one pixel unrolled read one vector and feed the FMAs
         # by lane (fmla v.4s, v.4s, v.s[k]; codegen/llvm_expr.py) instead of a load each
         acc.unroll(inner)
