@@ -19,7 +19,8 @@ mobile CPUs). What is merged (all packed NCHW[x]c, one image):
       keep its shape; read only by the second;
     - the second: conv2d_nchwc 1x1, stride 1, no padding, group 1, as a plain op or the anchor
       of a fused group, reading the first's output as its input x, with at most
-      MAX_WEIGHT_BYTES of weights (every row chunk reads all of them).
+      MAX_WEIGHT_BYTES of weights (every row chunk reads all of them) and at least MIN_ROWS
+      rows (the parallel loop runs over rows).
 
 CPU (llvm) targets only; `TIR_FUSE_DWPW=0` turns it off (config.py), and `tir tune`'s
 whole-model check measures the model with and without it (keeps it only where it wins).
@@ -33,6 +34,9 @@ from tensorir.ops.fused import FusedBody, Step
 # the 1x1 weights are read once per row chunk: merged only while they stay in a core's L2
 # (MobileNetV1's 512- and 1024-channel 1x1s, 1-4 MB, ran 17% slower merged at 2 threads)
 MAX_WEIGHT_BYTES = 256 << 10
+# the merged kernel's parallel loop runs over output rows only: fewer rows than this leave
+# two cores unevenly loaded (3 rows: 2 + 1), and such maps are small enough to stay in cache
+MIN_ROWS = 8
 
 
 def _as_body(g: Graph, nid: int) -> tuple[FusedBody, list[Value]] | None:
@@ -60,13 +64,16 @@ def _is_pointwise(g: Graph, body: FusedBody, ins: list[Value]) -> bool:
     conv = body.steps[0]
     attrs = dict(conv.attrs)
     w = g.type_of(ins[conv.args[1]])
+    x = g.type_of(ins[conv.args[0]])
     return (
         w.nbytes <= MAX_WEIGHT_BYTES
+        and x.ndim == 5
+        and x.shape[2] >= MIN_ROWS
         and int(attrs.get("group", 1)) == 1
         and tuple(w.shape[2:4]) == (1, 1)
         and all(int(v) == 1 for v in attrs.get("strides") or (1, 1))
         and not any(attrs.get("pads") or ())
-        and g.type_of(ins[conv.args[0]]).shape[0] == 1
+        and x.shape[0] == 1
     )
 
 

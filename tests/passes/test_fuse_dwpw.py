@@ -35,7 +35,7 @@ def _const(g: Graph, *shape: int):
 def _block(stride: int = 1, residual: bool = True, pw_channels: int = 32) -> Graph:
     """Packed NCHW16c: depthwise 3x3 + bias + clip, then 1x1 + bias (+ the block's input)."""
     g = Graph("block")
-    x = g.add_input("x", TensorType((1, 2, 10, 10, 16)))
+    x = g.add_input("x", TensorType((1, 2, 16, 16, 16)))
     dw = {"dilations": (1, 1), "group": 32, "pads": (1, 1, 1, 1), "strides": (stride, stride)}
     (d,) = g.add_node("conv2d_nchwc", [x, _const(g, 2, 1, 3, 3, 1, 16), _const(g, 2, 16)], dw, name="dw")
     (a,) = g.add_node("clip", [d], {"min": 0.0, "max": 6.0}, name="dw_act")
@@ -54,18 +54,18 @@ def _body_lines(g: Graph) -> list[str]:
 
 def test_depthwise_group_merges_into_the_pointwise_conv():
     g = _block()
-    feeds = {"x": RNG.standard_normal((1, 2, 10, 10, 16), np.float32)}
+    feeds = {"x": RNG.standard_normal((1, 2, 16, 16, 16), np.float32)}
     before = run_reference(g, feeds)
     fuse_ops(g)
     assert _body_lines(g)[1:-2] == [
-        "  %9 = fused(%x, %c1, %c2) body=conv2d_nchwc+clip : f32[1,2,10,10,16]",
-        "  %10 = fused(%9, %c5, %c6, %x) body=conv2d_nchwc+add : f32[1,2,10,10,16]",
+        "  %9 = fused(%x, %c1, %c2) body=conv2d_nchwc+clip : f32[1,2,16,16,16]",
+        "  %10 = fused(%9, %c5, %c6, %x) body=conv2d_nchwc+add : f32[1,2,16,16,16]",
     ]
     assert fuse_dwpw(g)
     verify(g)
     # one kernel; the block input x is read by the depthwise conv and the residual add alike
     assert _body_lines(g)[1:-2] == [
-        "  %11 = fused(%x, %c1, %c2, %c5, %c6) body=conv2d_nchwc+clip+conv2d_nchwc+add : f32[1,2,10,10,16]",
+        "  %11 = fused(%x, %c1, %c2, %c5, %c6) body=conv2d_nchwc+clip+conv2d_nchwc+add : f32[1,2,16,16,16]",
     ]
     for p, q in zip(before, run_reference(g, feeds), strict=True):
         np.testing.assert_allclose(p, q, rtol=1e-6, atol=1e-6)
@@ -73,11 +73,18 @@ def test_depthwise_group_merges_into_the_pointwise_conv():
 
 @pytest.mark.parametrize(
     "case",
-    ["depthwise read twice", "output of the graph", "1x1 weights too large", "3x3 after the depthwise"],
+    [
+        "depthwise read twice",
+        "output of the graph",
+        "1x1 weights too large",
+        "3x3 after the depthwise",
+        "few rows",
+    ],
 )
 def test_groups_that_stay_apart(case):
     g = Graph("apart")
-    x = g.add_input("x", TensorType((1, 2, 8, 8, 16)))
+    rows = 6 if case == "few rows" else 8
+    x = g.add_input("x", TensorType((1, 2, rows, 8, 16)))
     dw = {"dilations": (1, 1), "group": 32, "pads": (1, 1, 1, 1), "strides": (1, 1)}
     (d,) = g.add_node("conv2d_nchwc", [x, _const(g, 2, 1, 3, 3, 1, 16)], dw)
     if case == "3x3 after the depthwise":
@@ -106,7 +113,7 @@ def _build(g: Graph, fuse: bool, monkeypatch):
 @pytest.mark.parametrize("stride,residual", [(1, True), (2, False)])
 def test_merged_kernel_keeps_the_depthwise_rows_on_the_stack(stride, residual, tmp_path, monkeypatch):
     g = _block(stride, residual)
-    feeds = {"x": RNG.standard_normal((1, 2, 10, 10, 16), np.float32)}
+    feeds = {"x": RNG.standard_normal((1, 2, 16, 16, 16), np.float32)}
     (want,) = run_reference(g, feeds)
     merged, apart = _build(g, True, monkeypatch), _build(g, False, monkeypatch)
     assert [c.symbol.split("_", 2)[-1] for c in merged.calls] == ["fused"]
@@ -115,7 +122,7 @@ def test_merged_kernel_keeps_the_depthwise_rows_on_the_stack(stride, residual, t
     text = to_text(kernel)
     parallel = text.index("in parallel(")
     # the depthwise output of a row chunk, every channel block, lives in the chunk's loop
-    oh = 10 // stride
+    oh = 16 // stride
     first = text[parallel:].splitlines()[1].strip()
     assert re.fullmatch(rf'f\d_\w+ = allocate\(f32\[1,2,\d+,{oh},16\], "local"\)', first), first
     assert len(re.findall(r"f\d_conv_nchwc_acc = allocate\(", text)) == 2  # depthwise, 1x1 sums
