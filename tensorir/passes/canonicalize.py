@@ -11,6 +11,8 @@
   `sub(c, x)` and integer division are left alone.
 - `x * clip(x + 3, 0, 6) / 6` (Paddle's hard swish) -> `hard_swish(x)` (rounding may differ
   in the last bit).
+- `x * 0.5 * (1 + erf(x / sqrt(2)))` (the exact GELU written out) -> `gelu(x)`
+  (passes/gelu_spelled.py).
 - `identity` is removed (the ONNX frontend turns inference-mode Dropout into identity).
 
 Flatten-like reshapes are left alone. Before/After:
@@ -32,6 +34,7 @@ import numpy as np
 from tensorir.graph.graph import Graph, Value
 from tensorir.graph.types import np_dtype
 from tensorir.passes import Rule, add_op, const_of, is_float, replace, rewrite
+from tensorir.passes.gelu_spelled import gelu_input
 from tensorir.passes.simplify import forward_input
 
 
@@ -177,11 +180,21 @@ def hard_swish_spelled(g: Graph, nid: int) -> bool:
     return replace(g, nid, [add_op(g, "hard_swish", [x])])
 
 
+def gelu_spelled(g: Graph, nid: int) -> bool:
+    """x * 0.5 * (1 + erf(x / sqrt(2))) -> gelu(x) (passes/gelu_spelled.py): one op, so it
+    fuses into the dense before it."""
+    x = gelu_input(g, Value(nid, 0), lambda v: _scalar_const(g, v))
+    if x is None or not is_float(g.type_of(x).dtype) or g.type_of(x) != g.node(nid).outputs[0]:
+        return False
+    return replace(g, nid, [add_op(g, "gelu", [x], {"approximate": "none"})])
+
+
 RULES: list[Rule] = [
     ("gemm", gemm_to_dense),  # gemm(a, b, c) -> dense(a', w) + c'
     ("matmul", matmul_to_dense),  # matmul(x, W) -> [reshape] dense(x, W.T) [reshape]
     ("sub", sub_to_add),  # x - c -> x + (-c)
     ("div", div_to_mul),  # x / c -> x * (1/c)
     ("mul", hard_swish_spelled),  # x * clip(x + 3, 0, 6) * (1/6) -> hard_swish(x)
+    ("mul", gelu_spelled),  # x * 0.5 * (1 + erf(x / sqrt(2))) -> gelu(x)
     ("identity", forward_input),  # identity(x) -> x
 ]

@@ -169,6 +169,76 @@ def binary_before_reshape(g: Graph, nid: int) -> bool:
     return False
 
 
+# activations that move below a reshape (elementwise, one input, the input's shape)
+UNARY_EW = (
+    "gelu",
+    "relu",
+    "sigmoid",
+    "tanh",
+    "erf",
+    "hard_swish",
+    "hard_sigmoid",
+    "leaky_relu",
+    "elu",
+    "clip",
+)
+
+
+def unary_before_reshape(g: Graph, nid: int) -> bool:
+    """u(reshape(y)) -> reshape(u(y)) for an elementwise activation when y comes from an
+    anchor (dense, matmul, conv), so it joins that anchor's epilogue (BERT's GELU between the
+    FFN's 2-D dense and its 3-D reshape)"""
+    r = _input(g, nid)
+    if g.node(r.node).op != "reshape" or not single_use(g, r) or len(g.inputs_of(nid)) != 1:
+        return False
+    y = _input(g, r.node)
+    if g.type_of(y).dtype != g.type_of(r).dtype or not _after_anchor(g, y):
+        return False
+    z = add_op(g, g.node(nid).op, [y], g.node(nid).attr)
+    return replace(g, nid, [add_op(g, "reshape", [z], {"shape": g.node(nid).outputs[0].shape})])
+
+
+def _after_anchor(g: Graph, v: Value, steps: int = 4) -> bool:
+    """Whether v is an anchor's output (dense, matmul, conv), or reached from one through a
+    short chain of single-use elementwise ops (its bias add, an activation)."""
+    from tensorir.ops.registry import is_anchor, is_elementwise
+
+    for _ in range(steps + 1):
+        node = g.node(v.node)
+        if is_anchor(node.op):
+            return True
+        ins = [u for u in g.inputs_of(v.node) if const_of(g, u) is None]
+        if not is_elementwise(node.op) or len(ins) != 1 or not single_use(g, ins[0]):
+            return False
+        v = ins[0]
+    return False
+
+
+def residual_before_reshape(g: Graph, nid: int) -> bool:
+    """op(reshape(y), z) -> reshape(op(y, reshape(z))) when y comes from an anchor (dense,
+    matmul, conv) and z, of the output's shape, does not: the residual add joins the anchor's
+    epilogue instead of running as a kernel of its own; z's reshape is a view. (Only toward
+    an anchor, so the rule cannot undo itself.)"""
+    ins = g.inputs_of(nid)
+    out = g.node(nid).outputs[0]
+    if len(ins) != 2:
+        return False
+    for side in (0, 1):
+        r, z = ins[side], ins[1 - side]
+        if g.node(r.node).op != "reshape" or not single_use(g, r) or g.type_of(r) != out:
+            continue
+        y = _input(g, r.node)
+        if not _after_anchor(g, y) or g.type_of(z) != out or const_of(g, z) is not None:
+            continue
+        if _after_anchor(g, _input(g, z.node) if g.node(z.node).op == "reshape" else z):
+            continue
+        zr = add_op(g, "reshape", [z], {"shape": g.type_of(y).shape})
+        args = [y, zr] if side == 0 else [zr, y]
+        w = add_op(g, g.node(nid).op, args)
+        return replace(g, nid, [add_op(g, "reshape", [w], {"shape": out.shape})])
+    return False
+
+
 # ---- clip / cast ------------------------------------------------------------------------
 def clip_to_relu(g: Graph, nid: int) -> bool:
     """clip(x, 0, inf) -> relu(x); clip(x) with no bounds -> x"""
@@ -228,6 +298,9 @@ RULES: list[Rule] = [
     ("mul", binary_before_reshape),  # reshape(y) * c -> reshape(y * c)
     ("sub", binary_before_reshape),  # reshape(y) - c -> reshape(y - c)
     ("div", binary_before_reshape),  # reshape(y) / c -> reshape(y / c)
+    ("add", residual_before_reshape),  # reshape(dense(..)) + z -> reshape(dense(..) + reshape(z))
+    ("mul", residual_before_reshape),  # reshape(dense(..)) * z -> reshape(dense(..) * reshape(z))
+    *((op, unary_before_reshape) for op in UNARY_EW),  # u(reshape(y)) -> reshape(u(y))
     ("clip", clip_to_relu),  # clip(x, 0, inf) -> relu(x)
     ("cast", cast_noop),  # cast(x, x.dtype) -> x
     ("cast", cast_chain),  # cast(cast(x, wider), T) -> cast(x, T)

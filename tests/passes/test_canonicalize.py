@@ -3,6 +3,8 @@ and the dense op it introduces."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -377,3 +379,51 @@ def test_hard_swish_whose_input_is_read_elsewhere_is_left_spelled_out():
     canonicalize(g)
     text = print_graph(g)
     assert "hard_swish" not in text and "clip(" in text
+
+
+def _spelled_gelu(form: str = "torch", x_users: int = 2, half: float = 0.5) -> Graph:
+    """The exact GELU written out on x = 2 * input: PyTorch's x * 0.5 * (1 + erf(x / sqrt 2))
+    ("torch": (x * 0.5) * (erf + 1)) or x * (erf + 1) * 0.5 ("nested")."""
+    g = Graph("gelu")
+    a = g.add_input("a", TensorType((4, 8)))
+    (x,) = g.add_node("mul", [a, g.add_const(np.array(2.0, np.float32))])
+    (s,) = g.add_node("div", [x, g.add_const(np.array(math.sqrt(2), np.float32))])
+    (e,) = g.add_node("erf", [s])
+    (t,) = g.add_node("add", [e, g.add_const(np.array(1.0, np.float32))])
+    c_half = g.add_const(np.array(half, np.float32))
+    if form == "torch":
+        (h,) = g.add_node("mul", [x, c_half])
+        (y,) = g.add_node("mul", [h, t])
+    else:
+        (m,) = g.add_node("mul", [x, t])
+        (y,) = g.add_node("mul", [m, c_half])
+    outs = [("y", y)]
+    if x_users == 3:
+        (z,) = g.add_node("relu", [x])
+        outs.append(("z", z))
+    g.set_outputs(outs)
+    return g
+
+
+@pytest.mark.parametrize("form", ["torch", "nested"])
+def test_spelled_out_gelu_becomes_one_op(form):
+    check_pass(
+        _spelled_gelu(form),
+        canonicalize,
+        """
+        graph gelu(%a: f32[4,8]) {
+          %c1 = constant f32[] [2.]
+          %2 = mul(%a, %c1) : f32[4,8]
+          %13 = gelu(%2) approximate=none : f32[4,8]
+          return %13 as y
+        }
+        """,
+    )
+
+
+@pytest.mark.parametrize("case", ["x read elsewhere", "not a half"])
+def test_gelu_lookalikes_stay_spelled_out(case):
+    g = _spelled_gelu(x_users=3) if case == "x read elsewhere" else _spelled_gelu(half=0.25)
+    canonicalize(g)
+    text = print_graph(g)
+    assert "= gelu(" not in text and "erf(" in text

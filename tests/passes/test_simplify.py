@@ -291,3 +291,58 @@ def test_transposes_that_reorder_data_stay(shape, perm):
     (r2,) = g.add_node("reshape", [t], {"shape": (n,)})
     g.set_outputs([("y", r2)])
     check_pass(g, simplify, None)
+
+
+def _dense_then_reshape(g: Graph, x, name: str = "d"):
+    """dense(x) + bias, reshaped to 3-D: a transformer's linear layer as exported."""
+    (d,) = g.add_node("dense", [x, const(g, (32, 6), seed=1)], name=name)
+    (b,) = g.add_node("add", [d, const(g, (32,), seed=2)])
+    (r,) = g.add_node("reshape", [b], {"shape": (1, 4, 32)})
+    return r
+
+
+def test_activation_and_residual_move_below_the_reshape_to_their_dense():
+    """GELU and the residual adds end up on the dense's 2-D output, so fuse_ops can take them
+    into its epilogue; the residual's reshape is a view."""
+    g = Graph("ffn")
+    x = g.add_input("x", TensorType((4, 6)))
+    skip = g.add_input("skip", TensorType((1, 4, 32)))
+    (a,) = g.add_node("gelu", [_dense_then_reshape(g, x)], {"approximate": "none"})
+    (y,) = g.add_node("add", [a, skip])
+    (z,) = g.add_node("add", [_dense_then_reshape(g, x, "e"), skip])
+    g.set_outputs([("y", y), ("z", z)])
+    check_pass(
+        g,
+        simplify,
+        """
+        graph ffn(%x: f32[4,6], %skip: f32[1,4,32]) {
+          %c2 = constant f32[32,6]
+          %3 = dense(%x, %c2) : f32[4,32]
+          %c4 = constant f32[32]
+          %5 = add(%3, %c4) : f32[4,32]
+          %c9 = constant f32[32,6]
+          %10 = dense(%x, %c9) : f32[4,32]
+          %c11 = constant f32[32]
+          %12 = add(%10, %c11) : f32[4,32]
+          %15 = gelu(%5) approximate=none : f32[4,32]
+          %17 = reshape(%skip) shape=(4,32) : f32[4,32]
+          %18 = add(%15, %17) : f32[4,32]
+          %19 = reshape(%18) shape=(1,4,32) : f32[1,4,32]
+          %20 = reshape(%skip) shape=(4,32) : f32[4,32]
+          %21 = add(%12, %20) : f32[4,32]
+          %22 = reshape(%21) shape=(1,4,32) : f32[1,4,32]
+          return %19 as y, %22 as z
+        }
+        """,
+    )
+
+
+def test_residual_between_two_dense_outputs_stays_put():
+    """Both operands come from anchors: moving the reshape either way would only move it
+    back, so the rule leaves the add."""
+    g = Graph("two")
+    x = g.add_input("x", TensorType((4, 6)))
+    (y,) = g.add_node("add", [_dense_then_reshape(g, x), _dense_then_reshape(g, x, "e")])
+    g.set_outputs([("y", y)])
+    simplify(g)
+    assert sum(g.node(n).op == "reshape" for n in g.op_nodes()) == 2
