@@ -53,8 +53,12 @@ LIBC_SYMBOLS = (
     "getpid",
 )
 _ARCH = {
-    # futex, sched_getaffinity syscall numbers; spin iterations; the pause instruction
-    "x86_64": (202, 204, 2000, "call void @llvm.x86.sse2.pause()", "declare void @llvm.x86.sse2.pause()"),
+    # futex, sched_getaffinity syscall numbers; spin iterations; the pause instruction.
+    # x86: 20000 pauses (about 50 us on Zen 5, whose pause is short): with 2000 the second
+    # worker fell asleep between MobileNetV2-96's small kernels and each launch paid a futex
+    # wake-up through the hypervisor (2 threads 0.93-1.00 ms, no faster than 1; 0.57-0.68 ms
+    # with 20000, onnxruntime 0.61-0.75, separate processes on an idle 2-core VM)
+    "x86_64": (202, 204, 20000, "call void @llvm.x86.sse2.pause()", "declare void @llvm.x86.sse2.pause()"),
     "aarch64": (
         98,
         123,
