@@ -64,3 +64,22 @@ def check_pass(g: Graph, pass_: Pass, expected: str | None) -> Graph:
         assert print_graph(g).splitlines() == textwrap.dedent(expected).strip().splitlines()
     assert_same_results(before, g)
     return g
+
+
+def onnx_model(
+    nodes: list, name: str, x_shape: list[int], y_shape: list[int], weights: dict[str, np.ndarray]
+):
+    """An opset-17 ONNX model of `nodes` with one float input x, one output y and the
+    initializers `weights`."""
+    import onnx
+    import onnx.helper as oh
+    import onnx.numpy_helper
+
+    graph = oh.make_graph(
+        nodes,
+        name,
+        [oh.make_tensor_value_info("x", onnx.TensorProto.FLOAT, x_shape)],
+        [oh.make_tensor_value_info("y", onnx.TensorProto.FLOAT, y_shape)],
+        [onnx.numpy_helper.from_array(v, k) for k, v in weights.items()],
+    )
+    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])

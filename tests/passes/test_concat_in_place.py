@@ -18,6 +18,8 @@ from tensorir.passes.concat_in_place import concat_slices
 from tensorir.passes.memory_plan import plan_memory
 from tensorir.pipeline import compile_graph
 
+from .helpers import onnx_model
+
 
 def _graph(shape=(1, 16, 8, 8), axis=1):
     """x -> relu, exp -> concat(axis) -> neg: both concat inputs come from ops."""
@@ -124,14 +126,7 @@ def _fire_model() -> onnx.ModelProto:
         oh.make_node("GlobalAveragePool", ["s"], ["q"]),
         oh.make_node("Concat", ["p", "q"], ["y"], axis=1),
     ]
-    graph = oh.make_graph(
-        nodes,
-        "fire",
-        [oh.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 16, 12, 12])],
-        [oh.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 40, 1, 1])],
-        [onnx.numpy_helper.from_array(v, k) for k, v in w.items()],
-    )
-    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
+    return onnx_model(nodes, "fire", [1, 16, 12, 12], [1, 40, 1, 1], w)
 
 
 def test_fire_module_matches_onnxruntime():

@@ -24,6 +24,8 @@ from tensorir.passes.fuse_ops import fuse_ops
 from tensorir.pipeline import compile_graph, load_folder
 from tensorir.runtime.reference import run_reference
 
+from .helpers import onnx_model
+
 RNG = np.random.default_rng(3)
 PACKED = {"dilations": (1, 1), "group": 1, "pads": (0, 0, 0, 0), "strides": (1, 1)}
 
@@ -149,14 +151,7 @@ def _mobilenet_block() -> onnx.ModelProto:
         oh.make_node("Conv", ["da", "wp"], ["p"]),
         oh.make_node("Add", ["p", "x"], ["y"]),
     ]
-    graph = oh.make_graph(
-        nodes,
-        "block",
-        [oh.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 16, 20, 20])],
-        [oh.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 16, 20, 20])],
-        [onnx.numpy_helper.from_array(v, k) for k, v in w.items()],
-    )
-    return oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
+    return onnx_model(nodes, "block", [1, 16, 20, 20], [1, 16, 20, 20], w)
 
 
 def _merged_workloads(mod) -> list[str]:
