@@ -28,9 +28,15 @@ from typing import Any
 
 from tensorir.dtypes import elem_bytes
 from tensorir.ops.fused import FusedBody
-from tensorir.ops.layout import MAX_PIXELS, default_oc_blocks, oc_block_choices, register_tile_inner
+from tensorir.ops.layout import (
+    MAX_PIXELS,
+    default_oc_blocks,
+    oc_block_choices,
+    register_tile_inner,
+    tile_choices,
+)
 from tensorir.ops.nn_compute import (
-    MIN_PARALLEL_CHUNKS,
+    chunk_first_axis,
     divisors,
     fuse_all,
     inline_elementwise,
@@ -52,15 +58,6 @@ def is_dwpw(body: Any) -> bool:
     return convs == [0, body.anchor]
 
 
-def chunk_rows(extent: int, row_bytes: int, outer_iters: int, budget: int) -> int:
-    """Rows per parallel chunk: the chunk's rows under `budget` bytes, and at least
-    MIN_PARALLEL_CHUNKS iterations in all where the rows allow."""
-    rows = max(1, min(extent, budget // max(1, row_bytes)))
-    while outer_iters * -(-extent // rows) < MIN_PARALLEL_CHUNKS and rows > 1:
-        rows = -(-rows // 2)
-    return pick_rows(extent, rows)
-
-
 def schedule_dwpw_nchwc(s: Any, outputs: Sequence[Any], target: Any) -> None:
     """Default schedule (module docstring)."""
     dw_acc, pw_acc = [st for st in s.stages if st.name.endswith("conv_nchwc_acc") and st.op.reduce_axis]
@@ -76,7 +73,7 @@ def schedule_dwpw_nchwc(s: Any, outputs: Sequence[Any], target: Any) -> None:
     mb = knob("oc_blocks", mb_choices, default_oc_blocks(mb_choices, j.extent, lanes))
     mo, mi = y.split(m, factor=mb)
     mid_row_bytes = ow.extent * mid.tensor.shape[1] * mid.tensor.shape[4] * elem_bytes(dtype)
-    auto = chunk_rows(oh.extent, mid_row_bytes, b.extent, MID_BYTES)
+    auto = chunk_first_axis(oh.extent, mid_row_bytes, b.extent, MID_BYTES)
     rows = knob("row_chunk", ["auto", *divisors(oh.extent)], "auto")
     so, si = y.split(oh, factor=auto if rows == "auto" else rows)
     jo, jv = y.split(j, factor=v)
@@ -104,7 +101,7 @@ def _schedule_mid(mid: Any, dw_acc: Any, pads: list[Any], target: Any) -> None:
     ju, jw = dw_acc.split(aj, factor=v)
     u = aj.extent // v
     cap = max(1, min(MAX_PIXELS, (target.num_vector_registers - u - 2) // u))
-    tile = knob("dw_ow_tile", list(range(1, min(aw.extent, 2 * MAX_PIXELS) + 1)), pick_rows(aw.extent, cap))
+    tile = knob("dw_ow_tile", tile_choices(aw.extent, 2 * MAX_PIXELS), pick_rows(aw.extent, cap))
     wo, wi = dw_acc.split(aw, factor=tile)
     dw_acc.reorder(ab, am, ah, wo, *dw_acc.op.reduce_axis, wi, ju, jw)
     dw_acc.unroll(wi)
@@ -121,7 +118,7 @@ def _schedule_pointwise(acc: Any, v: int, mb: int, target: Any) -> None:
     u = aj.extent // v * mb  # accumulator vectors per pixel
     regs = target.num_vector_registers
     cap = max(1, min(MAX_PIXELS, (regs - u - 2) // max(1, u)))
-    pixels = knob("ow_tile", list(range(1, min(aw.extent, 2 * MAX_PIXELS) + 1)), pick_rows(aw.extent, cap))
+    pixels = knob("ow_tile", tile_choices(aw.extent, 2 * MAX_PIXELS), pick_rows(aw.extent, cap))
     wo, wi = acc.split(aw, factor=pixels)
     red = list(acc.op.reduce_axis)
     acc.reorder(ab, amo, ah, wo, *red, wi, ami, ju, jw)

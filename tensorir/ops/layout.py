@@ -366,7 +366,7 @@ def schedule_conv_nchwc(s: Any, outputs: Sequence[Any], target: Any) -> None:
     arm_taps = dense and target.arch == "aarch64" and acc.op.reduce_axis[3].extent == 1
     arm_taps = arm_taps and acc.op.reduce_axis[2].extent <= 8
     cap = max(1, min(MAX_PIXELS, (regs - u - 2) // (u + 2 if arm_taps else u)))
-    pixels = knob("ow_tile", _tile_choices(aw.extent, 2 * MAX_PIXELS), pick_rows(aw.extent, cap))
+    pixels = knob("ow_tile", tile_choices(aw.extent, 2 * MAX_PIXELS), pick_rows(aw.extent, cap))
     wo, wi = acc.split(aw, factor=pixels)
     red = list(acc.op.reduce_axis)
     if dense and knob("reduce_order", ["channels_outer", "taps_outer"], "channels_outer") == "taps_outer":
@@ -437,7 +437,7 @@ def _divisor_choices(extent: int) -> list[int]:
     return [d for d in range(1, extent + 1) if extent % d == 0]
 
 
-def _tile_choices(extent: int, cap: int) -> list[int]:
+def tile_choices(extent: int, cap: int) -> list[int]:
     """Register-tile widths: every size up to `cap` (guarded tails are legal), capped by extent."""
     return list(range(1, min(extent, cap) + 1))
 

@@ -245,10 +245,10 @@ def schedule_reduction_generic(st: Stage, target: Target) -> None:
     maybe_parallel(st, fuse_all(st, data), work_of(st))
 
 
-def chunk_first_axis(extent: int, row_bytes: int, outer_iters: int) -> int:
-    """Rows per chunk of the first output axis: the block buffer under LOCAL_BYTES, and at
+def chunk_first_axis(extent: int, row_bytes: int, outer_iters: int, budget: int = LOCAL_BYTES) -> int:
+    """Rows per chunk of the first output axis: the block buffer under `budget` bytes, and at
     least MIN_PARALLEL_CHUNKS parallel iterations when the rows allow."""
-    rows = max(1, min(extent, LOCAL_BYTES // max(1, row_bytes)))
+    rows = max(1, min(extent, budget // max(1, row_bytes)))
     while outer_iters * -(-extent // rows) < MIN_PARALLEL_CHUNKS and rows > 1:
         rows = -(-rows // 2)
     return pick_rows(extent, rows)
