@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from tensorir.graph.types import TensorType
-from tensorir.ops import conv_strassen
+from tensorir.ops import conv_strassen, dense_packed
 from tensorir.ops.dwpw import is_dwpw
 from tensorir.ops.fused import FusedBody
 from tensorir.ops.layout import conv_nchwc_attrs
@@ -127,11 +127,16 @@ def _product_step(op: str, attrs: Mapping[str, Any]) -> tuple[str, int | None, t
 
 
 def _product(
-    op: str, in_types: tuple[TensorType, ...], attrs: Mapping[str, Any], const_args: frozenset[int] | None
+    op: str,
+    in_types: tuple[TensorType, ...],
+    attrs: Mapping[str, Any],
+    const_args: frozenset[int] | None,
+    target: Any,
 ) -> Specialized:
     """A dense or matmul (alone or as an anchor) on a CPU: "direct" or "strassen": a dense's
     with its weight transformed at compile time (ops/dense_strassen.py), a matmul's with both
-    operands at run time (ops/matmul_strassen.py)."""
+    operands at run time (ops/matmul_strassen.py). A direct dense with a constant weight reads
+    it packed into column panels at compile time (ops/dense_packed.py)."""
     from tensorir.ops import dense_strassen as st
     from tensorir.ops import matmul_strassen as ms
 
@@ -140,13 +145,15 @@ def _product(
         return Specialized(op, in_types, attrs)
     xi, wi = io
     x_shape, w_shape = in_types[xi].shape, in_types[wi].shape
+    const = const_args is None or wi in const_args
     if name == "matmul":
         choices, default = ms.algorithm_choices(x_shape, w_shape)
     else:
-        choices, default = st.algorithm_choices(x_shape, w_shape, const_args is None or wi in const_args)
-    if len(choices) == 1:
-        return Specialized(op, in_types, attrs)
-    algo = knob("algorithm", choices, default)
+        choices, default = st.algorithm_choices(x_shape, w_shape, const)
+    algo = knob("algorithm", choices, default) if len(choices) > 1 else None
+    panels = name == "dense" and const and dense_packed.eligible(x_shape, in_types[wi].dtype)
+    if panels and algo != "strassen":
+        return _dense_panels(op, in_types, attrs, anchor, (xi, wi), target, algo)
     if algo != "strassen":
         return Specialized(op, in_types, attrs, algo)
     if name == "matmul":  # same inputs: B's operands are formed in the kernel
@@ -173,7 +180,7 @@ def specialize(
     anchor, io = _conv_step(op, attrs)
     if io is None:
         if getattr(target, "kind", "llvm") == "llvm":
-            return _product(op, in_types, attrs, const_args)
+            return _product(op, in_types, attrs, const_args, target)
         return Specialized(op, in_types, attrs)
     xi, wi = io
     conv_attrs = dict(attrs) if anchor is None else dict(attrs["body"].steps[anchor].attrs)
@@ -206,6 +213,25 @@ def specialize(
     transform = functools.partial(weight_transform_nchwc, m=m)
     transform.key = algo  # type: ignore[attr-defined]  (one transformed copy per constant)
     return Specialized(new_op, types, new_attrs, algo, {wi: transform})
+
+
+def _dense_panels(
+    op: str,
+    in_types: tuple[TensorType, ...],
+    attrs: Mapping[str, Any],
+    anchor: int | None,
+    io: tuple[int, int],
+    target: Any,
+    algo: str | None,
+) -> Specialized:
+    """A dense reading its constant weight as NR-column panels packed at compile time."""
+    xi, wi = io
+    (m, _), (n, k), dtype = in_types[xi].shape, in_types[wi].shape, in_types[wi].dtype
+    nr = dense_packed.panel_width(target, dtype, m, n)
+    panels = TensorType((-(-n // nr), k, nr), dtype)
+    types = tuple(panels if j == wi else t for j, t in enumerate(in_types))
+    new_op, new_attrs = _rewrite(op, attrs, anchor, dense_packed.OP, {"n": n})
+    return Specialized(new_op, types, new_attrs, algo, {wi: dense_packed.panel_transform(nr)})
 
 
 def _conv_strassen(

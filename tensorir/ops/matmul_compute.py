@@ -43,6 +43,7 @@ from tensorir.ops.nn_compute import (
     schedule_copy,
     schedule_reduction_generic,
     stage_named,
+    tile_rows,
     work_of,
 )
 from tensorir.ops.registry import register_compute
@@ -187,6 +188,11 @@ def einsum_compute(*xs: Tensor, equation: str) -> Tensor:
 
 
 # ---- schedules --------------------------------------------------------------------------
+def col_vector_choices(cols: int, v: int) -> list[int]:
+    """The register tile's widths in v-lane vectors: the divisors of cols / v up to 8."""
+    return [d for d in range(1, 9) if (cols // v) % d == 0]
+
+
 def schedule_matmul_block(
     s: Schedule,
     y: Stage,
@@ -195,6 +201,7 @@ def schedule_matmul_block(
     bt: Stage,
     target: Target,
     pack_b: bool = True,
+    panel: int | None = None,
 ) -> None:
     """The register-blocked product (module docstring). `y` is the output stage, `axes` its
     (batch axes, row axis, column axis) matching acc's (..., i, j); y reads acc elementwise.
@@ -205,7 +212,12 @@ def schedule_matmul_block(
     (k,) = acc.op.reduce_axis
     rows, cols = i.extent, max(j.extent, acc.tensor.shape[-1])
     mr, v, u = register_tile(target, acc.tensor.dtype, rows, cols)
-    u = knob("gemm_col_vectors", [d for d in range(1, 9) if (cols // v) % d == 0], u)
+    if panel is None:
+        u = knob("gemm_col_vectors", col_vector_choices(cols, v), u)
+    else:
+        v = math.gcd(v if cols % v == 0 else target.vector_lanes(acc.tensor.dtype), panel)
+        u = panel // v
+        mr = tile_rows(target, rows, u)
     mr = knob("gemm_rows", list(range(1, min(rows, 16) + 1)), mr)
     nr = v * u
     outer_iters = math.prod(a.extent for a in batch) * -(-cols // nr)

@@ -110,11 +110,14 @@ def register_tile(target: Target, dtype: str, rows: int, cols: int) -> tuple[int
     """(MR, v, u) for an MR x (u * v) accumulator tile, v-lane vectors across the columns:
     MR * u accumulators + u operand vectors + one broadcast fit the register file."""
     lanes = target.vector_lanes(dtype)
-    regs = target.num_vector_registers
-    want = max(2, 16 // lanes) if rows > 2 else regs - 2  # vectors across a row
+    want = max(2, 16 // lanes) if rows > 2 else target.num_vector_registers - 2  # vectors across a row
     v, u = pick_block(cols, lanes, want)
-    mr = pick_rows(rows, max(1, min(8, (regs - u - 1) // u)))
-    return mr, v, u
+    return tile_rows(target, rows, u), v, u
+
+
+def tile_rows(target: Target, rows: int, u: int) -> int:
+    """MR for a tile u vectors wide: MR * u accumulators + u operands + a broadcast fit."""
+    return pick_rows(rows, max(1, min(8, (target.num_vector_registers - u - 1) // u)))
 
 
 def chunk_rows(rows: int, mr: int, row_bytes: int, outer_iters: int) -> int:
