@@ -85,6 +85,7 @@ WORDS: tuple[str, ...] = (
     "chunk",
     "buffer",
     "image",
+    "direct_wide",
 )
 KNOB_OFFSET = NUM_FEATURES + NUM_GPU_FEATURES  # the knob columns of a candidate's features
 NUM_CANDIDATE_FEATURES = KNOB_OFFSET + len(KNOBS)

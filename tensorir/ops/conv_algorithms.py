@@ -40,10 +40,11 @@ from typing import Any
 import numpy as np
 
 from tensorir.graph.types import TensorType
-from tensorir.ops import conv_strassen, dense_packed
+from tensorir.ops import conv_strassen, conv_wide, dense_packed
 from tensorir.ops.dwpw import is_dwpw
 from tensorir.ops.fused import FusedBody
 from tensorir.ops.layout import conv_nchwc_attrs
+from tensorir.ops.nn_compute import acc_type
 from tensorir.schedule.algorithms.winograd import choose_winograd_m
 from tensorir.schedule.algorithms.winograd_nchwc import OP as WINOGRAD_OP
 from tensorir.schedule.algorithms.winograd_nchwc import weight_transform_nchwc
@@ -71,14 +72,22 @@ def winograd_eligible(w_shape: Sequence[int], attrs: Mapping[str, Any]) -> bool:
 
 
 def algorithm_choices(
-    x_shape: Sequence[int], w_shape: Sequence[int], attrs: Mapping[str, Any], weight_const: bool = True
+    x_shape: Sequence[int],
+    w_shape: Sequence[int],
+    attrs: Mapping[str, Any],
+    weight_const: bool = True,
+    lanes: int = 0,
 ) -> tuple[list[str], str]:
-    """(choices, default) of the `algorithm` knob for a conv2d_nchwc of these shapes."""
+    """(choices, default) of the `algorithm` knob for a conv2d_nchwc of these shapes; `lanes`:
+    the CPU's vector lanes (0: no `direct_wide`)."""
     group = int(attrs.get("group", 1))
     if group != 1:
         return ["direct"], "direct"
     choices = ["direct", "im2col"]
     default = "direct"  # im2col is a tuning choice: measured slower by default (module docstring)
+    if weight_const and conv_wide.eligible(w_shape, lanes):
+        choices.append("direct_wide")
+        default = "direct_wide"
     if winograd_eligible(w_shape, attrs):
         choices += ["winograd2", "winograd4", "winograd6"]
         n, _, h, w, _ = x_shape
@@ -95,9 +104,11 @@ def algorithm_choices(
     return choices, default
 
 
-def conv_algorithm(x: TensorType, w: TensorType, attrs: Mapping[str, Any], weight_const: bool = True) -> str:
+def conv_algorithm(
+    x: TensorType, w: TensorType, attrs: Mapping[str, Any], weight_const: bool = True, lanes: int = 0
+) -> str:
     """The `algorithm` knob's value for this conv (pinned by `specialize` inside a build)."""
-    choices, default = algorithm_choices(x.shape, w.shape, attrs, weight_const)
+    choices, default = algorithm_choices(x.shape, w.shape, attrs, weight_const, lanes)
     return knob("algorithm", choices, default)
 
 
@@ -196,9 +207,12 @@ def specialize(
         if algo == "splitk":
             return _split_k(op, in_types, attrs, anchor, x_shape, w_shape, profile)
     else:
-        algo = conv_algorithm(in_types[xi], in_types[wi], conv_attrs, const)
+        lanes = target.vector_lanes(acc_type(in_types[xi].dtype))  # the accumulator's vector
+        algo = conv_algorithm(in_types[xi], in_types[wi], conv_attrs, const, lanes)
         if algo == "strassen":
             return _conv_strassen(op, in_types, attrs, anchor, wi)
+        if algo == "direct_wide":
+            return _conv_wide(op, in_types, attrs, anchor, wi, lanes, target.num_vector_registers)
     if not algo.startswith("winograd"):
         return Specialized(op, in_types, attrs, algo)
     if not const:
@@ -232,6 +246,28 @@ def _dense_panels(
     types = tuple(panels if j == wi else t for j, t in enumerate(in_types))
     new_op, new_attrs = _rewrite(op, attrs, anchor, dense_packed.OP, {"n": n})
     return Specialized(new_op, types, new_attrs, algo, {wi: dense_packed.panel_transform(nr)})
+
+
+def _conv_wide(
+    op: str,
+    in_types: tuple[TensorType, ...],
+    attrs: Mapping[str, Any],
+    anchor: int | None,
+    wi: int,
+    lanes: int,
+    registers: int,
+) -> Specialized:
+    """The direct conv accumulating in full vectors (ops/conv_wide.py), its weight widened and
+    padded at compile time for the `oc_blocks` vectors per tile."""
+    from tensorir.ops.layout import wide_tile
+
+    tile = wide_tile(None, registers)
+    w_type, extra = conv_wide.wide_types(in_types[wi], lanes, tile)
+    types = tuple(w_type if k == wi else t for k, t in enumerate(in_types))
+    conv_attrs = dict(attrs) if anchor is None else dict(attrs["body"].steps[anchor].attrs)
+    new_op, new_attrs = _rewrite(op, attrs, anchor, conv_wide.OP, {**conv_attrs, **extra})
+    transform = conv_wide.wide_transform(lanes, w_type.shape[0])
+    return Specialized(new_op, types, new_attrs, "direct_wide", {wi: transform})
 
 
 def _conv_strassen(

@@ -239,16 +239,50 @@ def conv_nchwc_window(x: Any, w: Any, strides: Ints | None, pads: Ints | None, d
     return xp, (oh, ow), (rkh, rkw), pos, acc_type(x.dtype)
 
 
-def conv_nchwc_output(acc: Any, b: Any, dtype: str, name: str = "conv_nchwc") -> Any:
-    """The conv's output stage: the accumulator plus the bias, in the input's dtype."""
+def conv_nchwc_output(
+    acc: Any,
+    b: Any,
+    dtype: str,
+    name: str = "conv_nchwc",
+    shape: Sequence[int] | None = None,
+    at: Any = None,
+) -> Any:
+    """The conv's output stage: the accumulator plus the bias, in the input's dtype.
+    `shape` and `at(i, m, y, z, j)` (the accumulator element of an output element): where
+    the accumulator's blocks are not the output's (conv_wide.py)."""
     from tensorir.ops.nn_compute import acc_type, load
     from tensorir.schedule.te import cast, compute
 
     def out(i: Any, m: Any, y: Any, z: Any, j: Any) -> Any:
-        v = acc[i, m, y, z, j]
+        v = acc[i, m, y, z, j] if at is None else at(i, m, y, z, j)
         return cast(v + load(b, (m, j), acc_type(dtype)) if b is not None else v, dtype)
 
-    return compute(acc.shape, out, name=name, dtype=dtype)
+    return compute(tuple(shape or acc.shape), out, name=name, dtype=dtype)
+
+
+def direct_conv_acc(
+    x: Any, w: Any, strides: Ints | None, pads: Ints | None, dilations: Ints | None, group: int
+) -> Any:
+    """The direct packed conv's accumulator (n, M/ob, OH, OW, ob): group 1 or depthwise."""
+    from tensorir.ops.nn_compute import load
+    from tensorir.schedule.te import compute, reduce_axis, sum_
+
+    xp, (oh, ow), (rkh, rkw), pos, dt = conv_nchwc_window(x, w, strides, pads, dilations)
+    n, _, _, _, ib = x.shape
+    mo, _, _, _, _, ob = w.shape
+    if group == 1:
+        rco, rci = reduce_axis(x.shape[1], "rco"), reduce_axis(ib, "rci")
+
+        def body(i: Any, m: Any, y: Any, z: Any, j: Any) -> Any:
+            xv = load(xp, (i, rco, *pos(y, z), rci), dt)
+            return sum_(xv * load(w, (m, rco, rkh, rkw, rci, j), dt), axis=[rco, rkh, rkw, rci])
+    else:
+
+        def body(i: Any, m: Any, y: Any, z: Any, j: Any) -> Any:
+            xv = load(xp, (i, m, *pos(y, z), j), dt)
+            return sum_(xv * load(w, (m, 0, rkh, rkw, 0, j), dt), axis=[rkh, rkw])
+
+    return compute((n, mo, oh, ow, ob), body, name="conv_nchwc_acc")
 
 
 def conv2d_nchwc_compute(
@@ -262,8 +296,6 @@ def conv2d_nchwc_compute(
     split_k: int = 1,
 ) -> Any:
     from tensorir.ops.conv_algorithms import conv_algorithm
-    from tensorir.ops.nn_compute import load
-    from tensorir.schedule.te import compute, reduce_axis, sum_
 
     attrs = {"strides": strides, "pads": pads, "dilations": dilations, "group": group}
     # the kernel builder pins the algorithm (conv_algorithms.specialize); a bare compute call
@@ -281,22 +313,7 @@ def conv2d_nchwc_compute(
         from tensorir.ops.conv_splitk_gpu import splitk_conv_compute
 
         return splitk_conv_compute(x, w, b, strides, pads, dilations, split_k)
-    xp, (oh, ow), (rkh, rkw), pos, dt = conv_nchwc_window(x, w, strides, pads, dilations)
-    n, _, _, _, ib = x.shape
-    mo, _, _, _, _, ob = w.shape
-    if group == 1:
-        rco, rci = reduce_axis(x.shape[1], "rco"), reduce_axis(ib, "rci")
-
-        def body(i: Any, m: Any, y: Any, z: Any, j: Any) -> Any:
-            xv = load(xp, (i, rco, *pos(y, z), rci), dt)
-            return sum_(xv * load(w, (m, rco, rkh, rkw, rci, j), dt), axis=[rco, rkh, rkw, rci])
-    else:
-
-        def body(i: Any, m: Any, y: Any, z: Any, j: Any) -> Any:
-            xv = load(xp, (i, m, *pos(y, z), j), dt)
-            return sum_(xv * load(w, (m, 0, rkh, rkw, 0, j), dt), axis=[rkh, rkw])
-
-    acc = compute((n, mo, oh, ow, ob), body, name="conv_nchwc_acc")
+    acc = direct_conv_acc(x, w, strides, pads, dilations, group)
     return conv_nchwc_output(acc, b, x.dtype)
 
 
@@ -335,8 +352,14 @@ def schedule_conv_nchwc(s: Any, outputs: Sequence[Any], target: Any) -> None:
     v = knob("vector", _vector_choices(j.extent, lanes), pick_vector(j.extent, lanes))
     row_bytes = ow.extent * j.extent * elem_bytes(dtype)
     dense = len(acc.op.reduce_axis) == 4  # depthwise reduces over the taps only
-    mb_choices = oc_block_choices(m.extent) if dense else [1]
-    mb = knob("oc_blocks", mb_choices, default_oc_blocks(mb_choices, j.extent, lanes))
+    wide = acc.tensor.shape[-1] // j.extent  # output blocks per accumulator block (conv_wide.py)
+    if wide > 1:
+        mb = wide * wide_tile(acc, target.num_vector_registers)
+        va = acc.tensor.shape[-1]
+    else:
+        mb_choices = oc_block_choices(m.extent) if dense else [1]
+        mb = knob("oc_blocks", mb_choices, default_oc_blocks(mb_choices, j.extent, lanes))
+        va = v
     mo, mi = y.split(m, factor=mb)
     chunk = chunk_first_axis(oh.extent, row_bytes * mb, b.extent * mo.extent)
     rows = knob("row_chunk", ["auto", *_divisor_choices(oh.extent)], "auto")
@@ -358,8 +381,8 @@ def schedule_conv_nchwc(s: Any, outputs: Sequence[Any], target: Any) -> None:
         # other dense convs would re-pad every input block once per output block group
         place_pad(pad, y, outer, chunk_default=not dense or mo.extent == 1)
     ab, am, ah, aw, aj = acc.op.axis
-    ju, jw = acc.split(aj, factor=v)
-    u = j.extent // v * mb  # vectors per output pixel in registers
+    ju, jw = acc.split(aj, factor=va)
+    u = acc.tensor.shape[-1] // va * (mb // wide)  # vectors per output pixel in registers
     regs = target.num_vector_registers
     # NEON, one input channel per block (the RGB stem): the taps of a row are unrolled (below),
     # so each pixel also keeps about two input values of its window live (stride 2)
@@ -373,6 +396,23 @@ def schedule_conv_nchwc(s: Any, outputs: Sequence[Any], target: Any) -> None:
         red = [red[1], red[2], red[0], red[3]]
     acc.reorder(ab, ah, wo, *red, wi, am, ju, jw)
     register_tile_inner(acc, (wi, am, ju), jw, red, dense, arm_taps, target)
+
+
+def wide_tile(acc: Any, registers: int) -> int:
+    """Accumulator vectors per register tile of a wide conv (conv_wide.py): `oc_blocks`, at
+    most the conv's vectors; the weight's padding (M' a multiple of it) was made for it.
+    `acc` None: the knob's value (conv_wide.wide_types caps it the same way)."""
+    from tensorir.ops.conv_wide import WIDE_BLOCKS, default_wide_blocks
+    from tensorir.schedule.schedule import ScheduleError
+    from tensorir.schedule.space import knob
+
+    k = knob("oc_blocks", list(WIDE_BLOCKS), default_wide_blocks(registers))
+    if acc is None:
+        return k
+    k = min(k, acc.tensor.shape[1])  # no more vectors than the conv has
+    if acc.tensor.shape[1] % k:
+        raise ScheduleError(f"oc_blocks {k} does not divide the wide weight's {acc.tensor.shape[1]} blocks")
+    return k
 
 
 def register_tile_inner(
