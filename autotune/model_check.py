@@ -10,7 +10,10 @@ model (``timing`` "model"): the tuned config and the defaults (config ``{}``), e
 in-model time per call. In-model records outrank records timed alone
 (autotune/database.py), so `tir compile` then keeps a record only where it made the model
 faster, and uses the defaults elsewhere. Last comes the whole-model figure: the model
-compiled without any records and with the checked ones, timed interleaved.
+compiled without any records and with the checked ones, timed interleaved. Both go in as
+in-model records of the model's own key (configs {"kernel_records": False} and the layout
+config with "kernel_records": True), so where the records together made the whole model
+slower, `tir compile` of that model ignores them all (tensorir/pipeline.py: model_choices).
 
     check = check_in_model("model.onnx", db, device, target)
     print(check.report())
@@ -63,7 +66,7 @@ class ModelCheck:
         dropped = sum(not w.kept for w in self.workloads)
         lines.append(f"records kept: {len(self.workloads) - dropped} of {len(self.workloads)}")
         if np.isfinite(self.plain_s):
-            sign = "faster" if self.tuned_s < self.plain_s else "SLOWER"
+            sign = "faster" if self.tuned_s < self.plain_s else "SLOWER: tir compile will not use them"
             lines.append(
                 f"whole model: {self.plain_s * 1e3:.3f} ms untuned, {self.tuned_s * 1e3:.3f} ms with the "
                 f"records ({self.plain_s / self.tuned_s:.2f}x, {sign}; timed interleaved)"
@@ -132,9 +135,9 @@ def check_in_model(
     from tensorir.compiler import model_key
     from tensorir.frontend import model_bytes
 
-    records = Records.open(db.path, False, device=device)
     mkey = model_key(model_bytes(model), input_shapes)
-    layout = {mkey: records.best(mkey)} if mkey in records else {}
+    records = _NoVerdict(Records.open(db.path, False, device=device), mkey)
+    layout = {mkey: records.best(mkey)} if records.best(mkey) else {}
     plain, tuned = (_compile(model, target, input_shapes, r, threads) for r in (layout, records))
     timed = profile_interleaved([plain, tuned], rounds)
     checks = []
@@ -148,10 +151,31 @@ def check_in_model(
         checks.append(WorkloadCheck(key, _label(kernel), count, default_s, tuned_s, records.best_cost(key)))
     check = ModelCheck(checks)
     if whole_runs:
-        checked = Records.open(db.path, False, device=device)
+        checked = _NoVerdict(Records.open(db.path, False, device=device), mkey)
         mods = [_compile(model, target, input_shapes, r, threads) for r in (None, checked)]
-        check.plain_s, check.tuned_s = (float(np.median(c)) for c in time_interleaved(mods, whole_runs))
+        costs = time_interleaved(mods, whole_runs)
+        check.plain_s, check.tuned_s = (float(np.median(c)) for c in costs)
+        with_records = {**(records.best(mkey) or {}), "kernel_records": True}
+        for config, c in (({"kernel_records": False}, costs[0]), (with_records, costs[1])):
+            db.add({**_record(mkey, device, target, config), "costs": c, "timing": "model"})
     return check
+
+
+class _NoVerdict:
+    """Records as a compile reads them, but for the model's own key without an earlier run's
+    whole-model verdict ("kernel_records"): the check times the records themselves."""
+
+    def __init__(self, records: Any, mkey: str) -> None:
+        self.records, self.mkey = records, mkey
+
+    def best(self, key: str) -> dict | None:
+        cfg = self.records.best(key)
+        if key == self.mkey and cfg is not None:
+            cfg = {k: v for k, v in cfg.items() if k != "kernel_records"} or None
+        return cfg
+
+    def best_cost(self, key: str) -> float:
+        return self.records.best_cost(key)
 
 
 def _compile(model: Any, target: str, shapes: Any, records: Any, threads: int | None) -> Any:

@@ -199,6 +199,17 @@ def model_choices(
     return block, fuse_dwpw if fuse_dwpw is not None else bool(cfg.get("fuse_dwpw", False))
 
 
+IGNORED = "the tuning run's whole-model check timed this model faster without its records"
+
+
+def kernel_records_pay(records: Any, key: str) -> bool:
+    """False where the tuning run's whole-model check (autotune/model_check.py) timed the
+    model faster without any records than with them: its best model-level record says
+    "kernel_records": False."""
+    cfg = lookup_config(records, key)
+    return cfg is None or cfg.get("kernel_records", True) is not False
+
+
 def check_precision(precision: str) -> None:
     if precision not in PRECISIONS:
         raise TirError(f"--precision {precision!r}: expected one of {', '.join(PRECISIONS)}")
@@ -227,6 +238,9 @@ def compile_graph(
             raise ModelError(f"input '{name}' is a string tensor; compiled code has no string dtype")
     if raw is None:
         raw = print_graph(graph, constants=True).encode()
+    ignored = not kernel_records_pay(records, model_key(raw, input_shapes))
+    if ignored:
+        records = None  # the whole-model check found the model slower with them
     block, fuse_dwpw = model_choices(records, model_key(raw, input_shapes), layout_block, fuse_dwpw)
     graph = optimize(graph, target=target, layout_block=block, precision=precision, fuse_dwpw=fuse_dwpw)
     slices = concat_slices(graph) if target.kind == "llvm" else ConcatSlices()
@@ -258,7 +272,8 @@ def compile_graph(
         workspace=plan.workspace,
         weights=bound.binder.weights.blob(),
         manifest=make_manifest(raw, graph, target, kernels, bound, plan, block)
-        | _precision(graph, target, precision),
+        | _precision(graph, target, precision)
+        | ({"tuning_records_ignored": IGNORED} if ignored else {}),
         nodes=nodes,
         loops=bound.loops,
     )

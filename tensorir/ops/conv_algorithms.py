@@ -259,9 +259,7 @@ def _conv_wide(
 ) -> Specialized:
     """The direct conv accumulating in full vectors (ops/conv_wide.py), its weight widened and
     padded at compile time for the `oc_blocks` vectors per tile."""
-    from tensorir.ops.layout import wide_tile
-
-    tile = wide_tile(None, registers)
+    tile = conv_wide.wide_tile(None, registers)
     w_type, extra = conv_wide.wide_types(in_types[wi], lanes, tile)
     types = tuple(w_type if k == wi else t for k, t in enumerate(in_types))
     conv_attrs = dict(attrs) if anchor is None else dict(attrs["body"].steps[anchor].attrs)

@@ -12,8 +12,8 @@ the accumulator runs in those; only the copy-out reads it back in the output's b
     y[n, m, y, x, j] = acc[n, m // r, y, x, (m % r) * ob + j] (+ bias)  r = wb / ob
 
 The direct conv's schedule (layout.schedule_conv_nchwc) runs it: its `oc_blocks` knob then
-counts accumulator vectors (`oc_block_choices`), read here first to pad M', and the output's
-channel-block loop takes r blocks per vector. It is the `algorithm` "direct_wide" (the default
+counts accumulator vectors (`wide_tile`), read first when the weight is padded to M', and the
+output's channel-block loop takes r blocks per vector. It is the `algorithm` "direct_wide" (the default
 over "direct") of a group-1 conv with a constant weight on a CPU whose output block is
 narrower than the vector (conv_algorithms.py).
 """
@@ -31,14 +31,18 @@ from tensorir.graph.types import TensorType
 from tensorir.ops.conv import Ints, conv, out_spatial
 from tensorir.ops.infer import Types
 from tensorir.ops.layout import (
+    MAX_PIXELS,
     conv_nchwc_attrs,
     conv_nchwc_output,
     direct_conv_acc,
     pack_array,
+    schedule_conv_nchwc,
     unpack_array,
     unpack_weight,
 )
 from tensorir.ops.registry import register_compute, register_op
+from tensorir.schedule.schedule import ScheduleError
+from tensorir.schedule.space import knob
 
 OP = "conv2d_nchwc_wide"
 WIDE_BLOCKS = (1, 2, 3, 4, 5, 6)  # accumulator vectors per register tile (the oc_blocks knob)
@@ -54,7 +58,6 @@ def default_wide_blocks(registers: int) -> int:
     """The vectors per tile that keep the most accumulators in registers (with a tile of
     pixels as wide as layout.schedule_conv_nchwc allows them): 3 of 32 AVX-512 registers
     (27 accumulators; SqueezeNet's 1000-class conv 0.89 ms at 2, 0.74 ms at 3, 1 thread)."""
-    from tensorir.ops.layout import MAX_PIXELS
 
     def accumulators(k: int) -> int:
         return k * min(MAX_PIXELS, (registers - k - 2) // k)
@@ -143,10 +146,22 @@ def conv_wide_compute(
     return conv_nchwc_output(acc, b, x.dtype, shape=shape, at=at)
 
 
-def _register() -> None:
-    from tensorir.ops.layout import schedule_conv_nchwc
+def wide_tile(acc: Any, registers: int) -> int:
+    """Accumulator vectors per register tile: `oc_blocks`, at most the conv's vectors; the
+    weight's padding (M' a multiple of it) was made for it. `acc` None: the knob's value
+    (wide_types caps it the same way)."""
+    k = knob("oc_blocks", list(WIDE_BLOCKS), default_wide_blocks(registers))
+    if acc is None:
+        return k
+    k = min(k, acc.tensor.shape[1])  # no more vectors than the conv has
+    if acc.tensor.shape[1] % k:
+        raise ScheduleError(f"oc_blocks {k} does not divide the wide weight's {acc.tensor.shape[1]} blocks")
+    return k
 
-    register_compute(OP, schedule=schedule_conv_nchwc)(conv_wide_compute)
+
+def schedule_conv_wide(s: Any, outputs: Sequence[Any], target: Any) -> None:
+    """The direct conv's schedule with `wide_tile` accumulator vectors per register tile."""
+    schedule_conv_nchwc(s, outputs, target, wide_tile=wide_tile)
 
 
-_register()
+register_compute(OP, schedule=schedule_conv_wide)(conv_wide_compute)

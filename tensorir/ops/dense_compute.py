@@ -39,8 +39,8 @@ GEMV_MAX_ROWS = 2
 GEMV_ROW_BLOCK = 4  # weight rows per inner step: independent accumulators
 
 
-def _is_gemv(x: Tensor) -> bool:
-    m, k = x.shape
+def is_gemv(m: int, k: int) -> bool:
+    """An (m, k) x takes the GEMV form (module docstring)."""
     return m <= GEMV_MAX_ROWS and k % GEMV_LANES == 0 and k >= 4 * GEMV_LANES
 
 
@@ -85,7 +85,7 @@ def schedule_dense(s: Schedule, outputs: Sequence[Tensor], target: Target) -> No
 
 @register_compute("dense", schedule=schedule_dense)
 def dense_compute(x: Tensor, w: Tensor) -> Tensor:
-    if _is_gemv(x):
+    if is_gemv(*x.shape):
         return _gemv(x, w)
     acc, _ = matmul_parts(x, w, False, True, "dense", ())
     return compute(acc.shape, lambda i, j: load(acc, (i, j), x.dtype), name="dense")

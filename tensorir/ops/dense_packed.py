@@ -1,5 +1,5 @@
 """A dense whose constant weight is packed into column panels at compile time: how a CPU
-runs the `direct` algorithm of a dense (x: (M, K) @ w: (N, K)^T) with more than GEMV rows.
+runs the `direct` algorithm of a dense (x: (M, K) @ w: (N, K)^T) outside the GEMV form.
 
 The register-blocked product (matmul_compute.py) streams B one NR-column panel (K x NR) per
 column block. Packed in the kernel, each panel row gathers NR weights that lie K apart in
@@ -29,12 +29,14 @@ from tensorir.graph.types import TensorType
 from tensorir.ops.registry import register_compute, register_op
 
 OP = "dense_packed"
-GEMV_MAX_ROWS = 2  # dense_compute's GEMV form (rows read along k) wants the plain (N, K) layout
 
 
 def eligible(x_shape: Sequence[int], dtype: str) -> bool:
-    """A float dense of more than GEMV_MAX_ROWS rows (fewer take dense's GEMV form)."""
-    return len(x_shape) == 2 and x_shape[0] > GEMV_MAX_ROWS and dtype in ("float32", "float16")
+    """A float dense that does not take dense's GEMV form (one or two rows, read along k:
+    the plain (N, K) layout is the one it wants)."""
+    from tensorir.ops.dense_compute import is_gemv
+
+    return len(x_shape) == 2 and not is_gemv(*x_shape) and dtype in ("float32", "float16")
 
 
 def panel_width(target: Any, dtype: str, rows: int, cols: int) -> int:

@@ -317,12 +317,14 @@ def conv2d_nchwc_compute(
     return conv_nchwc_output(acc, b, x.dtype)
 
 
-def schedule_conv_nchwc(s: Any, outputs: Sequence[Any], target: Any) -> None:
+def schedule_conv_nchwc(s: Any, outputs: Sequence[Any], target: Any, wide_tile: Any = None) -> None:
     """Per (image, channel block, row chunk) — the parallel loop — the accumulators of a
     row chunk; in them, runs of up to MAX_PIXELS output pixels x one channel block stay in
     registers while (input channel blocks, taps, input channels) run outside: per step one
     weight vector load, one broadcast and one FMA per pixel. The epilogue (bias, fused
-    elementwise ops) is the vectorized copy-out of the chunk."""
+    elementwise ops) is the vectorized copy-out of the chunk. `wide_tile(acc, registers)`:
+    the accumulator vectors per tile where they are wider than the output's blocks
+    (conv_wide.py)."""
     from tensorir.dtypes import elem_bytes
     from tensorir.ops.nn_compute import (
         chunk_first_axis,
@@ -353,7 +355,7 @@ def schedule_conv_nchwc(s: Any, outputs: Sequence[Any], target: Any) -> None:
     row_bytes = ow.extent * j.extent * elem_bytes(dtype)
     dense = len(acc.op.reduce_axis) == 4  # depthwise reduces over the taps only
     wide = acc.tensor.shape[-1] // j.extent  # output blocks per accumulator block (conv_wide.py)
-    if wide > 1:
+    if wide > 1 and wide_tile is not None:
         mb = wide * wide_tile(acc, target.num_vector_registers)
         va = acc.tensor.shape[-1]
     else:
@@ -396,23 +398,6 @@ def schedule_conv_nchwc(s: Any, outputs: Sequence[Any], target: Any) -> None:
         red = [red[1], red[2], red[0], red[3]]
     acc.reorder(ab, ah, wo, *red, wi, am, ju, jw)
     register_tile_inner(acc, (wi, am, ju), jw, red, dense, arm_taps, target)
-
-
-def wide_tile(acc: Any, registers: int) -> int:
-    """Accumulator vectors per register tile of a wide conv (conv_wide.py): `oc_blocks`, at
-    most the conv's vectors; the weight's padding (M' a multiple of it) was made for it.
-    `acc` None: the knob's value (conv_wide.wide_types caps it the same way)."""
-    from tensorir.ops.conv_wide import WIDE_BLOCKS, default_wide_blocks
-    from tensorir.schedule.schedule import ScheduleError
-    from tensorir.schedule.space import knob
-
-    k = knob("oc_blocks", list(WIDE_BLOCKS), default_wide_blocks(registers))
-    if acc is None:
-        return k
-    k = min(k, acc.tensor.shape[1])  # no more vectors than the conv has
-    if acc.tensor.shape[1] % k:
-        raise ScheduleError(f"oc_blocks {k} does not divide the wide weight's {acc.tensor.shape[1]} blocks")
-    return k
 
 
 def register_tile_inner(

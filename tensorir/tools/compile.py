@@ -58,6 +58,8 @@ def compile_cli(
             f"  tuning records: {_records_device(records)}; {m['tuned_kernels']} kernels use one; "
             f"{m['untuned_workloads']} tunable workloads have none (defaults used)"
         )
+        if "tuning_records_ignored" in m:
+            print(f"  none used: {m['tuning_records_ignored']}")
     return 0
 
 

@@ -1,6 +1,7 @@
 """The in-model check that ends a tuning run: a record that is slower inside the model is
-dropped (the defaults, timed in the model, outrank it); the profile it rests on times the
-kernels in model order."""
+dropped (the defaults, timed in the model, outrank it); the whole-model A/B is recorded under
+the model's key, and where the model ran faster without records a compile uses none; the
+profile it rests on times the kernels in model order."""
 
 from __future__ import annotations
 
@@ -10,12 +11,15 @@ import numpy as np
 import onnx
 import onnx.helper as oh
 import onnx.numpy_helper as onh
+import pytest
 
 import tensorir as tir
 from autotune.database import Database
 from autotune.model_check import check_in_model
 from autotune.records import Records
 from autotune.task import extract_tasks, load_graph
+from tensorir.compiler import model_key
+from tensorir.frontend import model_bytes
 
 # knobs that make the 3x3 conv several times slower than its defaults (Winograd): direct,
 # narrow vectors, one output column per tile, taps outermost, the whole padded input first
@@ -63,7 +67,25 @@ def test_a_record_slower_in_the_model_is_dropped_for_the_defaults(tmp_path):
     assert "DROPPED" in check.report() and "records kept: 0 of 1" in check.report()
     mod = tir.compile(model, records=Records.open(db.path, False, device="dev"))
     (kernel,) = [k for k in mod.manifest["kernels"] if k["workload"] == task.key]
-    assert kernel["config"] == {}
+    # the defaults: the in-model record {} or, where the whole-model A/B timed the model
+    # faster without records (a tie here: both builds run the defaults), no record at all
+    assert kernel.get("config") in ({}, None)
+    mkey = model_key(model_bytes(model))
+    verdicts = {str(r["config"].get("kernel_records")): r for r in db.workload_records(mkey, "dev")}
+    assert set(verdicts) == {"False", "True"} and all(r["timing"] == "model" for r in verdicts.values())
+    assert verdicts["False"]["mean_cost"] == pytest.approx(np.mean(verdicts["False"]["costs"]))
+
+
+def test_records_that_made_the_whole_model_slower_are_not_used(tmp_path):
+    model = _conv_model(tmp_path / "conv.onnx")
+    (task,) = [t for t in extract_tasks(load_graph(model)) if t.op == "fused"]
+    bad = task.space("host").complete({**task.space("host").default(), **BAD})
+    mkey = model_key(model_bytes(model))
+    for verdict, config in ((True, bad), (False, None)):
+        mod = tir.compile(model, records={mkey: {"kernel_records": verdict}, task.key: bad})
+        (kernel,) = [k for k in mod.manifest["kernels"] if k["workload"] == task.key]
+        assert kernel.get("config") == config
+        assert ("tuning_records_ignored" in mod.manifest) is not verdict
 
 
 def test_the_profile_times_kernels_in_model_order(tmp_path):
