@@ -3,9 +3,9 @@ runs the `direct` algorithm of a dense (x: (M, K) @ w: (N, K)^T) outside the GEM
 
 The register-blocked product (matmul_compute.py) streams B one NR-column panel (K x NR) per
 column block. Packed in the kernel, each panel row gathers NR weights that lie K apart in
-w's (N, K) rows, once per (column block, row chunk): on BERT's FFN (128 x 256 -> 1024) that
-was a fifth of the kernel. Packed once at compile time, the kernel reads each panel
-contiguously and the pack stage is gone:
+w's (N, K) rows, once per (column block, row chunk): BERT's FFN-down kernel (128 x 1024 ->
+256) took 0.53 ms with it, 0.26 ms without. Packed once at compile time, the kernel reads
+each panel contiguously and the pack stage is gone:
 
     panels[p, k, c] = w[p * NR + c, k]          (ceil(N / NR), K, NR), zero past N
     acc[i, j] = sum_k x[i, k] * panels[j // NR, k, j % NR]     j < ceil(N / NR) * NR
@@ -40,14 +40,15 @@ def eligible(x_shape: Sequence[int], dtype: str) -> bool:
 
 
 def panel_width(target: Any, dtype: str, rows: int, cols: int) -> int:
-    """NR: the register tile's columns, full vectors x the `gemm_col_vectors` knob. The panels
-    are padded, so NR need not divide N (SqueezeNet's 1000 classes: 16 lanes, not 8)."""
-    from tensorir.ops.nn_compute import register_tile
+    """NR: the register tile's columns, full vectors (of the accumulator's dtype) x the
+    `gemm_col_vectors` knob. The panels are padded, so NR need not divide N (1000 classes:
+    16 lanes, not 8)."""
+    from tensorir.ops.nn_compute import acc_type, register_tile
     from tensorir.schedule.space import knob
 
-    lanes = target.vector_lanes(dtype)
+    lanes = target.vector_lanes(acc_type(dtype))
     v = min(lanes, 1 << (cols - 1).bit_length())
-    _, _, want = register_tile(target, dtype, rows, lanes * 64)  # vectors across an unconstrained row
+    _, _, want = register_tile(target, acc_type(dtype), rows, lanes * 64)  # an unconstrained row
     padded = -(-cols // v) * v
     u = max(1, min(want, padded // v))
     choices = [d for d in range(1, 9) if d == 1 or (d - 1) * v < padded]
