@@ -21,7 +21,7 @@ narrower than the vector (conv_algorithms.py).
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -33,6 +33,7 @@ from tensorir.ops.infer import Types
 from tensorir.ops.layout import (
     MAX_PIXELS,
     conv_nchwc_attrs,
+    conv_nchwc_flops,
     conv_nchwc_output,
     direct_conv_acc,
     pack_array,
@@ -103,11 +104,7 @@ def _infer(ins: Types, attrs: dict[str, Any]) -> Types:
     return [TensorType((n, m // ob, oh, ow, ob), x.dtype)]
 
 
-def _flops(ins: Types, attrs: Mapping[str, Any], out: TensorType) -> int:
-    return 2 * out.size * int(np.prod(ins[1].shape[1:5]))
-
-
-@register_op(OP, infer=_infer, pattern="opaque", flops=_flops)
+@register_op(OP, infer=_infer, pattern="opaque", flops=conv_nchwc_flops)
 def conv2d_nchwc_wide(
     x: np.ndarray,
     w: np.ndarray,

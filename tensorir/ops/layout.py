@@ -125,7 +125,7 @@ def _conv_nchwc_infer(ins: Types, attrs: dict[str, Any]) -> Types:
     return [TensorType((n, mo, oh, ow, ob), x.dtype)]
 
 
-def _conv_nchwc_flops(ins: Types, attrs: Mapping[str, Any], out: TensorType) -> int:
+def conv_nchwc_flops(ins: Types, attrs: Mapping[str, Any], out: TensorType) -> int:
     """w: (M/ob, C/ib, KH, KW, ib, ob), depthwise (.., 1, KH, KW, 1, ob): a dot product per output."""
     return 2 * out.size * math.prod(int(d) for d in ins[1].shape[1:5])
 
@@ -135,7 +135,7 @@ def _conv_nchwc_flops(ins: Types, attrs: Mapping[str, Any], out: TensorType) -> 
     infer=_conv_nchwc_infer,
     pattern="anchor",
     tunable=True,
-    flops=_conv_nchwc_flops,
+    flops=conv_nchwc_flops,
     gpu="conv_nchwc",
 )
 def conv2d_nchwc(
