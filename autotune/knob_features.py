@@ -68,8 +68,9 @@ KNOBS: tuple[str, ...] = (
     "tile_k",
     "reduce_threads",
     # depthwise conv merged into the 1x1 after it (ops/dwpw.py; its other knobs are the
-    # direct conv's)
+    # direct conv's), and the 1x1 expand merged in front of them
     "dw_ow_tile",
+    "ex_ow_tile",
 )
 WORDS: tuple[str, ...] = (
     "direct",

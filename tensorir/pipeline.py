@@ -65,7 +65,7 @@ from tensorir.compiler import (
     scratch_sizes,
 )
 from tensorir.compiler_loop import LoopKernel
-from tensorir.config import fuse_dwpw_enabled
+from tensorir.config import fuse_dwpw_enabled, fuse_expand_enabled
 from tensorir.errors import ModelError, TirError
 from tensorir.graph.graph import Graph
 from tensorir.graph.printer import print_graph
@@ -80,6 +80,7 @@ from tensorir.passes.fold_batchnorm import fold_batchnorm
 from tensorir.passes.fold_constants import fold_constants
 from tensorir.passes.fold_qdq import fold_qdq, has_int8_convs
 from tensorir.passes.fuse_dwpw import fuse_dwpw as merge_dwpw
+from tensorir.passes.fuse_dwpw import fuse_expand as merge_expand
 from tensorir.passes.fuse_ops import fuse_ops
 from tensorir.passes.layout import layout_enabled, make_layout_pass
 from tensorir.passes.memory_plan import plan_memory
@@ -137,6 +138,8 @@ def optimize(
             fuse_dwpw = fuse_dwpw_enabled()
         if fuse_dwpw and get_target(target).kind == "llvm":  # depthwise + 1x1 as one kernel
             run(merge_dwpw, g, "fuse dwpw")
+            if fuse_expand_enabled():  # and the 1x1 expand in front: the whole block
+                run(merge_expand, g, "fuse expand")
     # memory_plan: static offsets for every intermediate in one workspace
     #   (passes/memory_plan.py: plan_memory(g)), after the graph is final.
     return g

@@ -48,6 +48,9 @@ from tensorir.ops.nn_compute import (
 from tensorir.schedule.space import knob
 
 MID_BYTES = 128 << 10  # the depthwise rows of one chunk (every channel), kept in L2
+# with the expand merged in, every chunk recomputes the expand's halo rows (2 per chunk for a
+# 3x3 depthwise): taller chunks make that cheaper
+BLOCK_MID_BYTES = 512 << 10
 
 
 def is_dwpw(body: Any) -> bool:
@@ -55,12 +58,13 @@ def is_dwpw(body: Any) -> bool:
     if not isinstance(body, FusedBody) or body.anchor is None or body.anchor == 0:
         return False
     convs = [k for k, s in enumerate(body.steps) if s.op == "conv2d_nchwc"]
-    return convs == [0, body.anchor]
+    return convs[0] == 0 and convs[-1] == body.anchor and len(convs) in (2, 3)
 
 
 def schedule_dwpw_nchwc(s: Any, outputs: Sequence[Any], target: Any) -> None:
     """Default schedule (module docstring)."""
-    dw_acc, pw_acc = [st for st in s.stages if st.name.endswith("conv_nchwc_acc") and st.op.reduce_axis]
+    accs = [st for st in s.stages if st.name.endswith("conv_nchwc_acc") and st.op.reduce_axis]
+    *ex_acc, dw_acc, pw_acc = accs  # the expand first when the block's expand is merged in
     pads = [st for st in map(s.stage_of, s.reads(dw_acc)) if st is not None and st.name.endswith("_pad")]
     mid = s.stage_of(s.reads(pw_acc)[0])
     inline_elementwise(s, keep=[*pads, mid])
@@ -73,7 +77,7 @@ def schedule_dwpw_nchwc(s: Any, outputs: Sequence[Any], target: Any) -> None:
     mb = knob("oc_blocks", mb_choices, default_oc_blocks(mb_choices, j.extent, lanes))
     mo, mi = y.split(m, factor=mb)
     mid_row_bytes = ow.extent * mid.tensor.shape[1] * mid.tensor.shape[4] * elem_bytes(dtype)
-    auto = chunk_first_axis(oh.extent, mid_row_bytes, b.extent, MID_BYTES)
+    auto = chunk_first_axis(oh.extent, mid_row_bytes, b.extent, BLOCK_MID_BYTES if ex_acc else MID_BYTES)
     rows = knob("row_chunk", ["auto", *divisors(oh.extent)], "auto")
     so, si = y.split(oh, factor=auto if rows == "auto" else rows)
     jo, jv = y.split(j, factor=v)
@@ -84,6 +88,9 @@ def schedule_dwpw_nchwc(s: Any, outputs: Sequence[Any], target: Any) -> None:
     pw_acc.compute_at(y, outer)  # mid's reader is attached there first (placement.py)
     mid.compute_at(y, outer)
     _schedule_mid(mid, dw_acc, pads, target)
+    if ex_acc:  # the expand's rows for one channel block, read by its padded depthwise input
+        ex_acc[0].compute_at(mid, mid.op.axis[1])
+        _schedule_expand(ex_acc[0], target)
     _schedule_pointwise(pw_acc, v, mb, target)
 
 
@@ -96,6 +103,9 @@ def _schedule_mid(mid: Any, dw_acc: Any, pads: list[Any], target: Any) -> None:
     dw_acc.compute_at(mid, c)
     for pad in pads:  # read by dw_acc, attached there first
         pad.compute_at(mid, c)
+        pj = pad.op.axis[-1]
+        _, pv = pad.split(pj, factor=pick_vector(pj.extent, lanes))
+        pad.vectorize(pv)
     ab, am, ah, aw, aj = dw_acc.op.axis
     v = pick_vector(aj.extent, lanes)
     ju, jw = dw_acc.split(aj, factor=v)
@@ -107,6 +117,21 @@ def _schedule_mid(mid: Any, dw_acc: Any, pads: list[Any], target: Any) -> None:
     dw_acc.unroll(wi)
     dw_acc.unroll(ju)
     dw_acc.vectorize(jw)
+
+
+def _schedule_expand(acc: Any, target: Any) -> None:
+    """The expand's sums for one channel block: ex_ow_tile pixels x one block in registers
+    while its input channels run."""
+    ab, am, ah, aw, aj = acc.op.axis
+    v = pick_vector(aj.extent, target.vector_lanes(acc.tensor.dtype))
+    ju, jw = acc.split(aj, factor=v)
+    u = aj.extent // v
+    cap = max(1, min(MAX_PIXELS, (target.num_vector_registers - u - 2) // u))
+    pixels = knob("ex_ow_tile", tile_choices(aw.extent, 2 * MAX_PIXELS), pick_rows(aw.extent, cap))
+    wo, wi = acc.split(aw, factor=pixels)
+    red = list(acc.op.reduce_axis)
+    acc.reorder(ab, am, ah, wo, *red, wi, ju, jw)
+    register_tile_inner(acc, (wi, ju), jw, red, True, False, target)
 
 
 def _schedule_pointwise(acc: Any, v: int, mb: int, target: Any) -> None:

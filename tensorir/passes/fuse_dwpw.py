@@ -99,7 +99,7 @@ def merge_bodies(
 
     steps = [Step(s.op, s.attrs, tuple(remap_first(a) for a in s.args)) for s in first.steps]
     steps += [Step(s.op, s.attrs, tuple(remap_second(a) for a in s.args)) for s in second.steps]
-    return FusedBody(tuple(steps), n, n1), ins
+    return FusedBody(tuple(steps), n, n1 + (second.anchor or 0)), ins
 
 
 def fuse_dwpw(g: Graph) -> bool:
@@ -131,5 +131,37 @@ def fuse_dwpw(g: Graph) -> bool:
         g.replace_uses(Value(user), out)
         g.remove_node(user)
         g.remove_node(nid)
+        changed = True
+    return changed
+
+
+def fuse_expand(g: Graph) -> bool:
+    """Merge the 1x1 expand conv in front of each merged depthwise + 1x1 node into it: the
+    whole inverted-residual block as one kernel (ops/dwpw.py computes the expand per channel
+    block over the rows the depthwise reads, so the expanded tensor never reaches memory)."""
+    from tensorir.ops.dwpw import is_dwpw
+
+    outputs = {v for _, v in g.outputs}
+    changed = False
+    for nid in list(g.op_nodes()):
+        node = g.node(nid) if nid in g.nx else None
+        if node is None or node.op != "fused" or nid in g.guards or not is_dwpw(node.attr.get("body")):
+            continue
+        body, ins = node.attr["body"], g.inputs_of(nid)
+        if sum(s.op == "conv2d_nchwc" for s in body.steps) != 2:
+            continue  # already holds its expand
+        mid = ins[body.steps[0].args[0]]
+        if mid.node not in g.nx or mid in outputs or ins.count(mid) != 1 or mid.node in g.guards:
+            continue
+        if len(g.consumers(mid)) != 1 or len(g.node(mid.node).outputs) != 1:
+            continue
+        first = _as_body(g, mid.node)
+        if first is None or not _is_pointwise(g, *first) or _is_depthwise(g, *first):
+            continue
+        merged, merged_ins = merge_bodies(*first, body, ins, mid)
+        (out,) = g.add_node("fused", merged_ins, {"body": merged}, name=node.name)
+        g.replace_uses(Value(nid), out)
+        g.remove_node(nid)
+        g.remove_node(mid.node)
         changed = True
     return changed

@@ -517,7 +517,14 @@ class _Lowerer:
         r = int_range(extent, self.ranges)
         if r is None or r[1] >= full:
             return Const(0), full
-        return lo, max(r[1], 1)
+        ext = max(r[1], 1)
+        at = int_range(lo, self.ranges)
+        if at is None or at[0] < 0:
+            # reads before the tensor (a padded consumer's guarded border loads): the window
+            # starts at 0 instead, so only the producer's own domain is computed (rows past
+            # its end are guarded like a split's tail)
+            lo = simplify(BinOp("max", lo, Const(0, lo.dtype)), self.ranges)
+        return lo, ext
 
     # ---- assembling loops ----------------------------------------------------------------
     def assemble(self, nest: _Nest, body: Expr, producers: Producers) -> Stmt:
