@@ -154,12 +154,14 @@ def cmd_tune(args: argparse.Namespace) -> int:
         and any(n.op == "layout_transform" for n in map(graph.node, graph.op_nodes()))
     ):
         from autotune.graph_tune import tune_model_level
+        from tensorir.pipeline import merge_choice
 
         print(f"measuring {args.model} with each model-level config (NCHW[x]c block, depthwise + 1x1 merge)")
         best = tune_model_level(args.model, db, device, target, shapes, threads=args.threads or None)
         print(f"  best: {best}")
         if best:  # as tir compile will read it (pipeline.model_choices)
-            graph = load_graph(args.model, target, shapes, best["layout_block"], bool(best.get("fuse_dwpw")))
+            merge = merge_choice(best.get("fuse_dwpw"))
+            graph = load_graph(args.model, target, shapes, best["layout_block"], merge)
     tasks = extract_tasks(graph, target)
     if not tasks:
         print(f"{args.model}: nothing to tune (no kernel has knobs)")

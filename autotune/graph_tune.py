@@ -6,9 +6,11 @@ target's float32 vector lanes). A different x changes every conv's kernel and th
 between them, so it is tuned on the whole model (as TVM's graph tuner and MNN's NC4HW4 choice
 do at their level). `fuse_dwpw` (passes/fuse_dwpw.py) trades the depthwise output's round trip
 through memory for a kernel that reads the 1x1 weights once per row chunk, which only the
-whole model can judge. Each combination is compiled and the model timed, interleaved; the
+whole model can judge; so does "block", the 1x1 expand merged in front of it too (the
+expand recomputed for the depthwise's halo rows, the expanded tensor never in memory). Each
+combination is compiled and the model timed, interleaved; the
 result is recorded under the model's key (`tensorir.compiler.model_key`) with config
-{"layout_block": x, "fuse_dwpw": bool} ("fuse_dwpw" only for models that have a block to
+{"layout_block": x, "fuse_dwpw": bool or "block"} ("fuse_dwpw" only for models that have a block to
 merge). `tir compile` then reads it like any record (pipeline.model_choices), and the kernel
 tasks are extracted from the graph with the chosen knobs.
 """
@@ -34,13 +36,15 @@ def layout_choices(target: str) -> list[int]:
 
 def model_configs(model: str | os.PathLike, target: str, input_shapes: Mapping[str, Sequence[int]] | None):
     """Every model-level config to measure: each layout block, with and without the
-    depthwise + 1x1 merge where the model has such a pair."""
+    depthwise + 1x1 merge where the model has such a pair, and with the whole block (the
+    expand merged too: "block") where it has one."""
     from autotune.task import load_graph
     from tensorir.ops.dwpw import is_dwpw
 
-    g = load_graph(model, target, input_shapes, fuse_dwpw=True)
-    mergeable = any(is_dwpw(g.node(n).attr.get("body")) for n in g.op_nodes() if g.node(n).op == "fused")
-    fuse = [True, False] if mergeable else [None]
+    g = load_graph(model, target, input_shapes, fuse_dwpw="block")
+    bodies = [g.node(n).attr.get("body") for n in g.op_nodes() if g.node(n).op == "fused"]
+    merged = [str(b).count("conv2d_nchwc") for b in bodies if is_dwpw(b)]
+    fuse = (["block"] if 3 in merged else []) + [True, False] if merged else [None]
     return [
         {"layout_block": b, **({} if f is None else {"fuse_dwpw": f})}
         for b in layout_choices(target)
@@ -51,9 +55,10 @@ def model_configs(model: str | os.PathLike, target: str, input_shapes: Mapping[s
 def _same(a: Mapping, b: Mapping) -> bool:
     """Whether two model configs build the same model (an old record without "fuse_dwpw" was
     measured without the merge)."""
-    return a.get("layout_block") == b.get("layout_block") and bool(a.get("fuse_dwpw")) == bool(
-        b.get("fuse_dwpw")
-    )
+    from tensorir.pipeline import merge_choice
+
+    same_merge = merge_choice(a.get("fuse_dwpw")) == merge_choice(b.get("fuse_dwpw"))
+    return a.get("layout_block") == b.get("layout_block") and same_merge
 
 
 def tune_model_level(

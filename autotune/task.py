@@ -134,7 +134,7 @@ def load_graph(
     target: Target | str = "host",
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     layout_block: int | None = None,
-    fuse_dwpw: bool | None = None,
+    fuse_dwpw: bool | str | None = None,
 ) -> Graph:
     """A model (path or ModelProto) imported and optimized exactly as `tir compile` does
     (with this NCHW[x]c channel block, default the target's lanes, and depthwise + 1x1

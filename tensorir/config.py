@@ -8,7 +8,7 @@ TIR_LAYOUT     0 turns off the NCHW -> NCHW[x]c layout pass (default on).
 TIR_FUSE_DWPW  0 / 1: depthwise conv + the 1x1 conv after it as one kernel on CPUs
                (passes/fuse_dwpw.py; default on).
 TIR_FUSE_EXPAND 0 / 1: with TIR_FUSE_DWPW, the 1x1 expand in front of it joins that kernel:
-               a whole inverted-residual block per kernel (passes/fuse_dwpw.py; default off).
+               a whole inverted-residual block per kernel (passes/fuse_dwpw.py; default on).
 TIR_DUMP_DIR also receives every OpenCL kernel as opencl/<kernel>.cl.
 TIR_OPENCL_PLATFORM  a case-insensitive substring of the OpenCL platform name: only those
                platforms are used (default: the first GPU of any platform, else any device).
@@ -54,7 +54,7 @@ def fuse_dwpw_enabled() -> bool:
 
 
 def fuse_expand_enabled() -> bool:
-    return os.environ.get("TIR_FUSE_EXPAND", "0").strip().lower() not in ("0", "false", "off", "")
+    return os.environ.get("TIR_FUSE_EXPAND", "1").strip().lower() not in ("0", "false", "off", "")
 
 
 def opencl_platform() -> str:

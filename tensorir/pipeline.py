@@ -35,6 +35,8 @@ Graph passes (tensorir/passes/, one file each; API in passes/__init__.py):
     fuse_ops         elementwise/activation/bias/residual into conv/dense/matmul epilogues
     fuse_dwpw        a depthwise conv group into the 1x1 conv that alone reads it (CPU;
                      TIR_FUSE_DWPW=0 off): the block's widest tensor stays on the stack
+    fuse_expand      and the 1x1 expand in front of it, where the expanded tensor is large
+                     (TIR_FUSE_EXPAND=0 off): a whole inverted-residual block per kernel
     memory_plan      static buffer reuse (passes/memory_plan.py), run by the compiler
 
 Each stage runs in a `debug.stage`: TIR_DEBUG=1 prints its name and time, TIR_DEBUG=2 the
@@ -100,7 +102,7 @@ def optimize(
     layout: bool | None = None,
     layout_block: int | None = None,
     precision: str = "fp32",
-    fuse_dwpw: bool | None = None,
+    fuse_dwpw: bool | str | None = None,
 ) -> Graph:
     """Run the graph passes on a copy of `g` and return it (`g` is left as it was).
     `fuse=False` stops before operator fusion (one kernel per op); `layout` packs
@@ -108,8 +110,8 @@ def optimize(
     blocks up to `layout_block` (default: the target's float32 lanes, float16 ones under
     fp16 where the target computes in float16); `precision` "fp16": float32 tensors become
     float16 (passes/precision.py; the ops kept in float32 are listed in `float32_ops`);
-    `fuse_dwpw` merges depthwise convs into the 1x1 conv after them on CPUs (default:
-    TIR_FUSE_DWPW, on)."""
+    `fuse_dwpw` merges depthwise convs into the 1x1 conv after them on CPUs, and "block" also
+    the 1x1 expand in front of them (default: TIR_FUSE_DWPW and TIR_FUSE_EXPAND, both on)."""
     g = copy_graph(g)
     # QDQ matmul / gemm / conv -> integer qdense / qconv1x1 / qdwconv, on the importer's form
     run(lambda graph: fold_qdq(graph, target), g, "fold qdq")
@@ -135,10 +137,10 @@ def optimize(
     if fuse:  # anchor ops (conv, dense, matmul, pool) + elementwise epilogues -> fused groups
         run(fuse_ops, g, "fuse ops")
         if fuse_dwpw is None:
-            fuse_dwpw = fuse_dwpw_enabled()
+            fuse_dwpw = fuse_dwpw_enabled() and ("block" if fuse_expand_enabled() else True)
         if fuse_dwpw and get_target(target).kind == "llvm":  # depthwise + 1x1 as one kernel
             run(merge_dwpw, g, "fuse dwpw")
-            if fuse_expand_enabled():  # and the 1x1 expand in front: the whole block
+            if fuse_dwpw == "block":  # and the 1x1 expand in front: the whole block
                 run(merge_expand, g, "fuse expand")
     # memory_plan: static offsets for every intermediate in one workspace
     #   (passes/memory_plan.py: plan_memory(g)), after the graph is final.
@@ -168,7 +170,7 @@ def compile_model(
     override_shapes: bool = True,
     signature: str = "serving_default",
     precision: str = "fp32",
-    fuse_dwpw: bool | None = None,
+    fuse_dwpw: bool | str | None = None,
 ) -> Build:
     """Compile a whole model for `target` up to the backend: every stage of the module
     docstring except codegen and packaging, which `write_build` (Build.write) runs.
@@ -190,16 +192,22 @@ def compile_model(
 
 
 def model_choices(
-    records: Any, key: str, layout_block: int | None, fuse_dwpw: bool | None
-) -> tuple[int | None, bool | None]:
+    records: Any, key: str, layout_block: int | None, fuse_dwpw: bool | str | None
+) -> tuple[int | None, bool | str | None]:
     """The model-level knobs (autotune/graph_tune.py): an argument, else the model's best
     record, else None (the defaults). A record from before the fuse_dwpw knob was measured
-    without the merge, so it says False."""
+    without the merge, so it says False; one from before "block" (the expand merged too)
+    says True or False, as it was measured."""
     cfg = lookup_config(records, key)
     if cfg is None:
         return layout_block, fuse_dwpw
     block = layout_block or cfg.get("layout_block")
-    return block, fuse_dwpw if fuse_dwpw is not None else bool(cfg.get("fuse_dwpw", False))
+    return block, fuse_dwpw if fuse_dwpw is not None else merge_choice(cfg.get("fuse_dwpw"))
+
+
+def merge_choice(value: Any) -> bool | str:
+    """A record's "fuse_dwpw": False, True (depthwise + 1x1) or "block" (with the expand)."""
+    return "block" if value == "block" else bool(value)
 
 
 IGNORED = "the tuning run's whole-model check timed this model faster without its records"
@@ -227,7 +235,7 @@ def compile_graph(
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     symbol_prefix: str = "tir_",
     precision: str = "fp32",
-    fuse_dwpw: bool | None = None,
+    fuse_dwpw: bool | str | None = None,
 ) -> Build:
     """Compile an imported graph (any frontend) for `target`, as compile_model does from the
     graph passes on. `raw`: the model file's bytes, which name the model in the manifest and in

@@ -186,8 +186,8 @@ def specialize(
     """The kernel for (op, inputs) under the current knobs; `const_args`: the inputs that are
     constants (None: all may be treated as constants, as the tuner does)."""
     in_types = tuple(in_types)
-    if op == "fused" and is_dwpw(attrs["body"]):  # depthwise + 1x1 (ops/dwpw.py): direct only
-        return Specialized(op, in_types, attrs, "direct")
+    if op == "fused" and is_dwpw(attrs["body"]):  # depthwise + 1x1 (ops/dwpw.py)
+        return _dwpw(in_types, attrs, const_args, target)
     anchor, io = _conv_step(op, attrs)
     if io is None:
         if getattr(target, "kind", "llvm") == "llvm":
@@ -264,6 +264,27 @@ def _conv_wide(
     types = tuple(w_type if k == wi else t for k, t in enumerate(in_types))
     conv_attrs = dict(attrs) if anchor is None else dict(attrs["body"].steps[anchor].attrs)
     new_op, new_attrs = _rewrite(op, attrs, anchor, conv_wide.OP, {**conv_attrs, **extra})
+    transform = conv_wide.wide_transform(lanes, w_type.shape[0])
+    return Specialized(new_op, types, new_attrs, "direct_wide", {wi: transform})
+
+
+def _dwpw(
+    in_types: tuple[TensorType, ...], attrs: Mapping[str, Any], const_args: frozenset[int] | None, target: Any
+) -> Specialized:
+    """A merged depthwise + 1x1 kernel: direct, its 1x1 accumulating in full vectors
+    (conv_wide) when the output block is narrower and the weight constant; one register tile
+    holds all of the 1x1's output vectors (at most `default_wide_blocks` of them)."""
+    body = attrs["body"]
+    wi = body.steps[body.anchor].args[1]
+    lanes = target.vector_lanes(acc_type(in_types[0].dtype))
+    const = const_args is None or wi in const_args
+    if not const or not conv_wide.eligible(in_types[wi].shape, lanes) or wi >= body.n_inputs:
+        return Specialized("fused", in_types, attrs, "direct")
+    tile = conv_wide.default_wide_blocks(target.num_vector_registers)
+    w_type, extra = conv_wide.wide_types(in_types[wi], lanes, tile)
+    types = tuple(w_type if k == wi else t for k, t in enumerate(in_types))
+    conv_attrs = dict(body.steps[body.anchor].attrs)
+    new_op, new_attrs = _rewrite("fused", attrs, body.anchor, conv_wide.OP, {**conv_attrs, **extra})
     transform = conv_wide.wide_transform(lanes, w_type.shape[0])
     return Specialized(new_op, types, new_attrs, "direct_wide", {wi: transform})
 

@@ -53,11 +53,14 @@ MID_BYTES = 128 << 10  # the depthwise rows of one chunk (every channel), kept i
 BLOCK_MID_BYTES = 512 << 10
 
 
+CONVS = ("conv2d_nchwc", "conv2d_nchwc_wide")  # the 1x1 may accumulate in full vectors (conv_wide.py)
+
+
 def is_dwpw(body: Any) -> bool:
     """Whether a fused body is a depthwise conv group followed by a 1x1 conv (fuse_dwpw)."""
     if not isinstance(body, FusedBody) or body.anchor is None or body.anchor == 0:
         return False
-    convs = [k for k, s in enumerate(body.steps) if s.op == "conv2d_nchwc"]
+    convs = [k for k, s in enumerate(body.steps) if s.op in CONVS]
     return convs[0] == 0 and convs[-1] == body.anchor and len(convs) in (2, 3)
 
 
@@ -91,7 +94,11 @@ def schedule_dwpw_nchwc(s: Any, outputs: Sequence[Any], target: Any) -> None:
     if ex_acc:  # the expand's rows for one channel block, read by its padded depthwise input
         ex_acc[0].compute_at(mid, mid.op.axis[1])
         _schedule_expand(ex_acc[0], target)
-    _schedule_pointwise(pw_acc, v, mb, target)
+    if pw_acc.tensor.shape[4] == j.extent:
+        _schedule_pointwise(pw_acc, v, mb, target)
+    else:  # wide: all of the 1x1's output vectors in one register tile
+        wide_v = pick_vector(pw_acc.tensor.shape[4], lanes)
+        _schedule_pointwise(pw_acc, wide_v, pw_acc.tensor.shape[1], target)
 
 
 def _schedule_mid(mid: Any, dw_acc: Any, pads: list[Any], target: Any) -> None:

@@ -76,13 +76,23 @@ def test_debug_level_2_prints_each_pass_and_marks_unchanged(monkeypatch, capsys)
     lines = [line.removeprefix("[tir] ") for line in err.splitlines() if line.startswith("[tir]")]
     stages = [line.split(":")[0] for line in lines]
     round2 = [p + " (round 2)" for p in PASSES[:5]]
-    assert stages == ["fold qdq", *PASSES[:5], *round2, *PASSES[5:], "layout", "fuse ops", "fuse dwpw"]
+    fusion = ["layout", "fuse ops", "fuse dwpw", "fuse expand"]
+    assert stages == ["fold qdq", *PASSES[:5], *round2, *PASSES[5:], *fusion]
     unchanged = [line.split(":")[0] for line in lines if line.endswith("(unchanged)")]
     # fold qdq found no quantized product; round 1: canonicalize rewrote the gemm, fold
     # batchnorm folded into the dense; round 2 found nothing; dead code removed the exp, cse
     # merged the reshapes; layout found no conv; fuse ops fused dense + add + relu; fuse dwpw
-    # found no depthwise conv
-    quiet = ["fold qdq", "fold constants", "simplify", "transpose sink", *round2, "layout", "fuse dwpw"]
+    # and fuse expand found no depthwise conv
+    quiet = [
+        "fold qdq",
+        "fold constants",
+        "simplify",
+        "transpose sink",
+        *round2,
+        "layout",
+        "fuse dwpw",
+        "fuse expand",
+    ]
     assert unchanged == quiet
     assert err.count("graph mlp(") == len(stages) - len(unchanged)  # only changed passes print
     assert "dense(%x, %c16)" in err

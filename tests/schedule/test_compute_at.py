@@ -233,3 +233,30 @@ def test_loops_of_an_inlined_stage():
     s[B].compute_inline()
     with pytest.raises(ScheduleError, match="inlined"):
         s[B].split(s[B].op.axis[0], factor=2)
+
+
+def test_compute_at_region_before_the_tensor_starts_at_zero():
+    """A padded consumer reads B one row before its own (guarded at the border): the rows of
+    B computed per chunk start at max(chunk - 1, 0), never at row -1 (which would read A out
+    of bounds)."""
+    from tensorir.schedule import if_then_else
+
+    A = placeholder((8, 4), "float32", "A")
+    B = compute((8, 4), lambda i, j: A[i, j] + 1.0, name="B")
+    C = compute((8, 4), lambda i, j: if_then_else(i >= 1, B[i - 1, j], 0.0) + B[i, j], name="C")
+    s = create_schedule([C])
+    io, _ = s[C].split(s[C].op.axis[0], factor=4)
+    s[B].compute_at(s[C], io)
+
+    def ref(a):
+        b = a + 1
+        return b + np.concatenate([np.zeros((1, 4), np.float32), b[:-1]])
+
+    text = body(check(s, [A], [C], ref))
+    assert text.splitlines()[:5] == [
+        "for i_o in range(0, 2):",
+        '  B = allocate(f32[5,4], "local")',
+        "  for i in range(0, 5):",
+        "    for j in range(0, 4):",
+        "      B[i*4 + j] = A[max(i_o*4 - 1, 0)*4 + i*4 + j] + 1.0",
+    ], text
