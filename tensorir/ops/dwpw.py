@@ -16,9 +16,17 @@ register-blocked form of the plain packed conv (layout.schedule_conv_nchwc): run
 pixels x oc_blocks channel blocks of accumulators, one weight vector load and one broadcast
 per step. The depthwise sums run as in that schedule too (pixels x one vector in registers).
 
+With the 1x1 expand merged in front (passes/fuse_dwpw.py:fuse_expand), the stage before
+dw_pad is the expand's sums `ex_acc`, computed per channel block of `mid` over the chunk's
+rows plus the depthwise's halo (recomputed by the neighbouring chunk; chunks sized by
+BLOCK_MID_BYTES), its bias and activation inlined into dw_pad: the expanded tensor exists only
+one channel block at a time, on the stack. When the 1x1's output block is narrower than the
+vector, its weight arrives widened (conv_algorithms._dwpw, as conv_wide.py does) and pw_acc
+holds all its output vectors in one register tile.
+
 Knobs: `row_chunk` (rows per parallel iteration; "auto": the mid buffer near MID_BYTES and
 at least MIN_PARALLEL_CHUNKS iterations where the rows allow), `oc_blocks`, `ow_tile`,
-`unroll_reduce` for the 1x1 and `dw_ow_tile` for the depthwise.
+`unroll_reduce` for the 1x1, `dw_ow_tile` for the depthwise and `ex_ow_tile` for the expand.
 """
 
 from __future__ import annotations

@@ -22,8 +22,16 @@ mobile CPUs). What is merged (all packed NCHW[x]c, one image):
       MAX_WEIGHT_BYTES of weights (every row chunk reads all of them) and at least MIN_ROWS
       rows (the parallel loop runs over rows).
 
-CPU (llvm) targets only; `TIR_FUSE_DWPW=0` turns it off (config.py), and `tir tune`'s
-whole-model check measures the model with and without it (keeps it only where it wins).
+`fuse_expand` then merges the 1x1 expand in front of such a node, where the expanded tensor is
+at least MIN_EXPANDED_BYTES (the expand: conv2d_nchwc 1x1 as above, read only by the depthwise):
+
+    %3 = fused(%x, %we, %be) body=conv2d_nchwc+clip                          (1x1 expand)
+    %6 = fused(%3, %wd, %bd, %wp, %bp, %x) body=conv2d_nchwc+clip+conv2d_nchwc+add   ->
+    %6 = fused(%x, %we, %be, %wd, %bd, %wp, %bp) body=conv2d_nchwc+clip+conv2d_nchwc+clip+conv2d_nchwc+add
+
+CPU (llvm) targets only; `TIR_FUSE_DWPW=0` / `TIR_FUSE_EXPAND=0` turn them off (config.py), and
+`tir tune`'s model-level configs measure the model with each ("block", True, False: keeps the
+one that wins).
 """
 
 from __future__ import annotations
