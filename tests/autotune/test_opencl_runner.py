@@ -83,7 +83,14 @@ def test_tir_tune_on_pocl_and_compile_with_its_records(tmp_path, capsys, monkeyp
     text = capsys.readouterr().out
     assert f"tuning records: device {key};" in text, text
     used = int(text.split(f"device {key}; ")[1].split(" kernels use one")[0])
-    assert used >= 1, text
+    if "none used: the tuning run's whole-model check" in text:
+        # the guard's verdict, which PoCL's timing noise can give a model this small: the
+        # kernel records are there under the key but set aside (autotune/model_check.py)
+        model_level = ("kernel_records", "layout_block")
+        kernel_records = [r for r in Database(db).records(key) if not set(model_level) & set(r["config"])]
+        assert used == 0 and kernel_records, text
+    else:
+        assert used >= 1, text
     assert main(["run", str(out), "--compare-ort", "--onnx", model]) == 0
     assert "max_abs_err" in capsys.readouterr().out
     # the same records are not applied to a CPU compile
