@@ -127,6 +127,14 @@ class RecordStore(ABC):
             self._execute(f"DELETE FROM {TABLE} WHERE device = ?", [old])
         return len(rows)
 
+    def forget(self, workload_key: str, device: str) -> int:
+        """Delete every record of one workload on ``device`` (graph_tune: a model-level round
+        measured again replaces the last one, whose timings came from other code). Returns
+        how many."""
+        with self._write():
+            sql = f"DELETE FROM {TABLE} WHERE workload_key = ? AND device = ?"
+            return self._execute(sql, [workload_key, device])
+
     def prune(self, device: str, keep_top: int | None = 10, drop_errors: bool = True) -> int:
         """Keep, per workload of ``device``, the ``keep_top`` best successful records of the
         current schema; delete the rest (errors too, unless ``drop_errors`` is false).

@@ -72,7 +72,10 @@ def tune_model_level(
     threads: int | None = None,
 ) -> dict | None:
     """Measure the model with every model-level config (all together, interleaved) unless
-    each has a record; the best config (None when the model has nothing to choose)."""
+    each has a record; the best config (None when the model has nothing to choose). A new
+    round (a config without a record: new code offers a new choice) replaces the model's
+    records: the old round's timings came from other code, so they cannot rank with it (they
+    had MobileNetV2-224 keep an old unmerged record over the faster new whole-block merge)."""
     import tensorir as tir
     from tensorir.compiler import model_key
     from tensorir.frontend import model_bytes
@@ -95,7 +98,10 @@ def tune_model_level(
         for mod in mods:
             if threads:
                 mod.set_num_threads(threads)
-        for config, costs in zip(configs, time_interleaved(mods, runs), strict=True):
+        timings = time_interleaved(mods, runs)
+        db.forget(key, device)
+        done = []
+        for config, costs in zip(configs, timings, strict=True):
             rec = {"workload_key": key, "device": device, "target": target, "config": config}
             db.add({**rec, "costs": costs})
             done.append({"config": config, "mean_cost": float(np.mean(costs))})

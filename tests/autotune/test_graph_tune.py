@@ -77,3 +77,21 @@ def test_depthwise_merge_is_a_model_level_choice(tmp_path):
     legacy = tir.compile(str(path), records={key: {"layout_block": lanes}})  # measured unmerged
     assert _merged(merged_on) > 0 and _merged(merged_off) == 0 and _merged(legacy) == 0
     assert _merged(tir.compile(str(path))) > 0  # no record: the default (on)
+
+
+def test_a_new_round_replaces_the_models_old_records(tmp_path):
+    """A config without a record (new code offers a new choice) re-measures every config;
+    the old round's records go (their timings came from other code), even a faster one."""
+    db = Database(tmp_path / "t.db")
+    key = model_key(TINY.read_bytes())
+    stale = {"workload_key": key, "device": "host", "target": "host", "config": {"layout_block": 8}}
+    db.add({**stale, "costs": [1e-9]})  # an old round: one config, impossibly fast
+    best = tune_model_level(TINY, db, runs=3, log=lambda _: None)
+    recs = db.workload_records(key, "host", "host")
+    assert sorted(r["config"]["layout_block"] for r in recs) == layout_choices("host")
+    assert all(r["mean_cost"] > 1e-9 for r in recs)  # the stale record is gone
+    assert best == min(recs, key=lambda r: r["mean_cost"])["config"]
+    other = {**stale, "workload_key": "another model"}
+    db.add({**other, "costs": [1e-3]})
+    assert db.forget(key, "host") == len(layout_choices("host"))
+    assert db.workload_records(key, "host") == [] and db.workload_records("another model", "host")
