@@ -400,7 +400,9 @@ class _Lowerer:
         regions: dict[int, Region] = {}
         for p_st in reversed(attached):
             pos = pos_of[id(p_st)]
-            siblings = [q for q in attached if q is not p_st and pos_of[id(q)] == pos]
+            # readers at this loop or deeper in the nest (their regions, relaxed over the loops
+            # between, say what p_st must hold)
+            siblings = [q for q in attached if q is not p_st and pos_of[id(q)] >= pos]
             self._check_consumers(p_st, nest.stage, siblings)
             readers = [(q, regions[id(q)]) for q in siblings if id(q) in regions and self._reads(q, p_st)]
             relax = self._group_vars(nest, pos) if p_st.scope == "shared" else {}

@@ -11,8 +11,10 @@ size when P is not an argument:
       C[i] = P[i] + 1.0                           C[i] = P[0] + 1.0
 
 P's readers may also be (or, when C does not read P, must be) stages computed at that
-same loop `ax` of C, attached first: softmax's max and exp stages, read by the row sum
-and the output, live in the output's row loop.
+same loop `ax` of C or at a loop of C inside it, attached first: softmax's max and exp
+stages, read by the row sum and the output, live in the output's row loop; the merged
+depthwise + 1x1 kernel's depthwise rows live in a row chunk's loop and its 1x1 sums, which
+read them, in the pixel-tile loop inside it.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ def compute_at(st: Stage, target: Any, axis: IterVar) -> None:
     if target.inlined:
         raise _error(f"compute_at: target stage {target.name} is inlined")
     consumers = st.schedule.consumers(st.tensor)
-    inside = [c for c in consumers if c is target or c.attach == ("at", target, axis)]
+    inside = [c for c in consumers if c is target or _inside(c, target, axis)]
     if not inside:
         raise _error(f"compute_at: stage {target.name} does not read {st.name}, so it has no loop to hold it")
     others = [c.name for c in consumers if not any(c is i for i in inside)]
@@ -57,6 +59,16 @@ def compute_at(st: Stage, target: Any, axis: IterVar) -> None:
     if not any(a is axis for a in target.leaves):
         target.check_leaf(axis, "compute_at")  # raises with the reason
     st.attach = ("at", target, axis)
+
+
+def _inside(c: Stage, target: Stage, axis: IterVar) -> bool:
+    """Whether stage c is computed at `axis` of `target` or at a loop of target inside it."""
+    if c.attach[0] != "at" or c.attach[1] is not target:
+        return False
+    leaves = target.leaves
+    at = next((k for k, a in enumerate(leaves) if a is c.attach[2]), -1)
+    here = next((k for k, a in enumerate(leaves) if a is axis), len(leaves))
+    return at >= here
 
 
 def compute_inline(st: Stage) -> None:

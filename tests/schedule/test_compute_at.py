@@ -260,3 +260,31 @@ def test_compute_at_region_before_the_tensor_starts_at_zero():
         "    for j in range(0, 4):",
         "      B[i*4 + j] = A[max(i_o*4 - 1, 0)*4 + i*4 + j] + 1.0",
     ], text
+
+
+def test_compute_at_an_outer_loop_of_a_reader_computed_deeper():
+    """B is computed at C's outer loop while its reader D sits at C's inner loop (the merged
+    depthwise + 1x1 kernel: the depthwise rows per chunk, the 1x1 sums per register tile):
+    B's region is what D reads over the loops between."""
+    A = placeholder((8, 4), "float32", "A")
+    B = compute((8, 4), lambda i, j: A[i, j] + 1.0, name="B")
+    D = compute((8, 4), lambda i, j: B[i, j] * 2.0, name="D")
+    C = compute((8, 4), lambda i, j: D[i, j] + 3.0, name="C")
+    s = create_schedule([C])
+    io, ii = s[C].split(s[C].op.axis[0], factor=4)
+    s[D].compute_at(s[C], ii)
+    s[B].compute_at(s[C], io)
+    text = body(check(s, [A], [C], lambda a: (a + 1) * 2 + 3))
+    assert text == (
+        "for i_o in range(0, 2):\n"
+        '  B = allocate(f32[4,4], "local")\n'
+        "  for i in range(0, 4):\n"
+        "    for j in range(0, 4):\n"
+        "      B[i*4 + j] = A[i_o*16 + i*4 + j] + 1.0\n"
+        "  for i_i in range(0, 4):\n"
+        '    D = allocate(f32[1,4], "local")\n'
+        "    for j in range(0, 4):\n"
+        "      D[j] = B[i_i*4 + j]*2.0\n"
+        "    for j in range(0, 4):\n"
+        "      C[i_o*16 + i_i*4 + j] = D[j] + 3.0"
+    ), text
