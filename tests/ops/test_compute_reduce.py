@@ -258,11 +258,27 @@ def test_compute_at_refuses_a_reader_outside_the_loop():
     io, ii = s[c].split(s[c].op.axis[0], factor=4)
     with pytest.raises(ScheduleError, match="P is also read by Q; it needs a single consumer"):
         s[p].compute_at(s[c], io)  # Q is still at root
-    s[q].compute_at(s[c], io)
-    s[p].compute_at(s[c], io)
-    s[q].compute_at(s[c], ii)  # Q moves to an inner loop afterwards: P no longer covers it
+    s[q].compute_at(s[c], ii)
+    s[p].compute_at(s[c], ii)
+    s[q].compute_at(s[c], io)  # Q moves outward afterwards: P, inside it, cannot cover it
     with pytest.raises(ScheduleError, match="P is computed at a loop of C but also read by Q outside"):
         lower(s, [a, c])
+
+
+def test_compute_at_covers_a_reader_moved_to_an_inner_loop():
+    """Q moves to C's inner loop after P is placed at the outer one: P's region is what Q
+    reads over the inner loop's range (and C's own reads), 6 per block of 4."""
+    a, p, q, c, s = _siblings()
+    io, ii = s[c].split(s[c].op.axis[0], factor=4)
+    s[q].compute_at(s[c], io)
+    s[p].compute_at(s[c], io)
+    s[q].compute_at(s[c], ii)  # before: refused, "P ... also read by Q outside that loop"
+    func = lower(s, [a, c])
+    assert 'P = allocate(f32[6], "local")' in to_text(func)
+    x = np.arange(12, dtype=np.float32)
+    out = np.empty(10, np.float32)
+    compile_host(func)(x, out, *scratch_arrays(func))
+    np.testing.assert_array_equal(out, 2 * (x[:10] + x[2:]) + 2 * x[1:11])
 
 
 @pytest.mark.filterwarnings("ignore:Mean of empty slice")
