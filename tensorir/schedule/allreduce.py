@@ -70,7 +70,8 @@ def assemble_allreduce(
 ) -> Stmt:
     """The loops of a reduction stage whose reduction leaf is bound to a local.* tag (module
     docstring); `out[index]` is where the result goes, `conds` the guards per loop level."""
-    from tensorir.schedule.lower import COMBINE, _all, _hoist_selects
+    from tensorir.schedule.bounds import hoist_selects
+    from tensorir.schedule.lower import COMBINE, _all
 
     st = nest.stage
     q = bound_reduce_pos(nest)
@@ -95,7 +96,7 @@ def assemble_allreduce(
     part = Buffer(f"{st.name}_rf", (1,), st.tensor.dtype, "local")
     red = Buffer(f"{st.name}_red", (width,), st.tensor.dtype, "shared")
     acc = Load(part, Const(0))
-    update = _hoist_selects(Store(part, Const(0), BinOp(op, acc, lw.to_loads(body.source))), lw.ranges)
+    update = hoist_selects(Store(part, Const(0), BinOp(op, acc, lw.to_loads(body.source))), lw.ranges)
     partial = lw.loops(nest, list(range(q + 1, len(nest.leaves))), update, conds, producers)
     own_guards = conds.pop(q, [])  # guards on the work-item id: the partial loop only
     if own_guards:

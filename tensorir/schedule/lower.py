@@ -4,7 +4,7 @@
 
 Parameters are flat buffers in the order given. Each root stage becomes a loop nest (in
 stage order); a stage attached with compute_at is built inside its consumer's loop over
-the region that loop reads (interval bounds over the inner loops' ranges), into a local
+the region that loop reads (interval bounds over the inner loops' ranges: bounds.py), into a local
 buffer of that size unless it is an argument. A reduction is an init nest (over the data
 loops that follow the first reduction loop) then an update nest:
 
@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from tensorir.loop.arith import Range, int_range
+from tensorir.loop.arith import Range
 from tensorir.loop.ir import (
     Allocate,
     Barrier,
@@ -48,7 +48,6 @@ from tensorir.loop.ir import (
     If,
     Load,
     LoopFunc,
-    Select,
     Seq,
     Stmt,
     Store,
@@ -60,6 +59,7 @@ from tensorir.loop.simplify import simplify
 from tensorir.loop.verify import verify
 from tensorir.loop.visitor import map_exprs, substitute, walk
 from tensorir.schedule.allreduce import assemble_allreduce, bound_reduce_pos
+from tensorir.schedule.bounds import hoist_selects, sym_bound, window
 from tensorir.schedule.schedule import MAX_LANES, Fuse, Schedule, ScheduleError, Split, Stage, split_extents
 from tensorir.schedule.te import IterVar, PlaceholderOp, Reduce, Tensor, TensorLoad
 
@@ -151,66 +151,6 @@ def _root_values(st: Stage, ext: dict[IterVar, int], vals: dict[IterVar, Expr]) 
                 rest = rest // ext[a]
             vals[rel.axes[0]] = rest
     return guards
-
-
-# ---- interval bounds for compute_at regions -----------------------------------------
-def sym_bound(e: Expr, ranged: dict[Expr, Range]) -> tuple[Expr, Expr] | None:
-    """Symbolic [lo, hi] of `e` as the vars in `ranged` sweep their ranges (others fixed)."""
-    if not any(n in ranged for n in walk(e) if isinstance(n, Var)):
-        return e, e
-    if isinstance(e, Var):
-        lo, hi = ranged[e]
-        return Const(lo, e.dtype), Const(hi, e.dtype)
-    if isinstance(e, Select):
-        a, b = sym_bound(e.a, ranged), sym_bound(e.b, ranged)
-        if a is None or b is None:
-            return None
-        return BinOp("min", a[0], b[0]), BinOp("max", a[1], b[1])
-    if not isinstance(e, BinOp):
-        return None
-    a, b = sym_bound(e.a, ranged), sym_bound(e.b, ranged)
-    if a is None or b is None:
-        return None
-    c = e.b.value if isinstance(e.b, Const) else None
-    if e.op == "+":
-        return a[0] + b[0], a[1] + b[1]
-    if e.op == "-":
-        return a[0] - b[1], a[1] - b[0]
-    if e.op in ("min", "max"):
-        return BinOp(e.op, a[0], b[0]), BinOp(e.op, a[1], b[1])
-    if e.op == "*" and isinstance(c, int):
-        return (a[0] * c, a[1] * c) if c >= 0 else (a[1] * c, a[0] * c)
-    if e.op == "//" and isinstance(c, int) and c > 0:
-        return a[0] // c, a[1] // c
-    if e.op == "%" and isinstance(c, int) and c > 0:
-        return Const(0, e.dtype), Const(c - 1, e.dtype)
-    return None
-
-
-def _unsafe_arm(arm: Expr, ranges: dict[Expr, Range]) -> bool:
-    """Whether evaluating `arm` unconditionally could fault: a load whose index may leave its
-    buffer over the loop ranges, or an integer division by a non-constant."""
-    for x in walk(arm):
-        if isinstance(x, Load):
-            r = int_range(x.index, ranges)
-            if r is None or r[0] < 0 or r[1] >= x.buffer.size:
-                return True
-        divides = isinstance(x, BinOp) and x.op in ("/", "//", "%") and not isinstance(x.b, Const)
-        if divides and not x.dtype.startswith("float"):
-            return True
-    return False
-
-
-def _hoist_selects(s: Store, ranges: dict[Expr, Range]) -> Stmt:
-    """store(..., f(select(c, a, b))) -> if c: store(f(a)) else: store(f(b)) when evaluating
-    a or b could fault (a Select evaluates both arms; an out-of-range arm must not be read).
-    In-bounds arms stay a Select, which vectorizes."""
-    for n in walk(s.value):
-        if isinstance(n, Select) and any(_unsafe_arm(arm, ranges) for arm in (n.a, n.b)):
-            then = Store(s.buffer, s.index, substitute(s.value, {n: n.a}))
-            other = Store(s.buffer, s.index, substitute(s.value, {n: n.b}))
-            return If(n.cond, _hoist_selects(then, ranges), _hoist_selects(other, ranges))
-    return s
 
 
 def _loads_of(e: Expr, t: Tensor) -> list[TensorLoad]:
@@ -493,7 +433,7 @@ class _Lowerer:
         region = []
         for d, full in enumerate(p_st.tensor.shape):
             bounds = [sym_bound(simplify(ix[d], {**self.ranges, **rng}), rng) for ix, rng in items]
-            region.append(self._dim_region([b for b in bounds if b is not None], len(bounds), full))
+            region.append(window([b for b in bounds if b is not None], len(bounds), full, self.ranges))
         return tuple(region)
 
     def _region_view(self, q: Stage, region: Region) -> tuple[Expr, dict[Expr, Range]]:
@@ -508,26 +448,6 @@ class _Lowerer:
             mapping[a], ranged[v] = v, (0, a.extent - 1)
         return substitute(self.body_of(q), mapping), ranged
 
-    def _dim_region(self, bounds: list[tuple[Expr, Expr]], n: int, full: int) -> tuple[Expr, int]:
-        if not bounds or len(bounds) != n:
-            return Const(0), full
-        lo, hi = bounds[0]
-        for b_lo, b_hi in bounds[1:]:
-            lo, hi = BinOp("min", lo, b_lo), BinOp("max", hi, b_hi)
-        lo = simplify(lo, self.ranges)
-        extent = simplify(hi - lo + 1, self.ranges)
-        r = int_range(extent, self.ranges)
-        if r is None or r[1] >= full:
-            return Const(0), full
-        ext = max(r[1], 1)
-        at = int_range(lo, self.ranges)
-        if at is None or at[0] < 0:
-            # reads before the tensor (a padded consumer's guarded border loads): the window
-            # starts at 0 instead, so only the producer's own domain is computed (rows past
-            # its end are guarded like a split's tail)
-            lo = simplify(BinOp("max", lo, Const(0, lo.dtype)), self.ranges)
-        return lo, ext
-
     # ---- assembling loops ----------------------------------------------------------------
     def assemble(self, nest: _Nest, body: Expr, producers: Producers) -> Stmt:
         st = nest.stage
@@ -540,7 +460,7 @@ class _Lowerer:
         if isinstance(body, Reduce) and bound_reduce_pos(nest) is not None:  # a tree over work-items
             return assemble_allreduce(self, nest, body, producers, conds, own.buffer, index)
         if not isinstance(body, Reduce):
-            inner: Stmt = _hoist_selects(Store(own.buffer, index, self.to_loads(body)), self.ranges)
+            inner: Stmt = hoist_selects(Store(own.buffer, index, self.to_loads(body)), self.ranges)
             return self.wrap(nest, -1, conds, {}, self.loops(nest, positions, inner, conds, producers))
         acc = Load(own.buffer, index)
         update = BinOp(COMBINE[body.combiner], acc, self.to_loads(body.source))
@@ -549,7 +469,7 @@ class _Lowerer:
         init_pos = [p for p in suffix if nest.leaves[p].kind == "data"]
         init = self.loops(nest, init_pos, Store(own.buffer, index, body.identity), conds, {})
         upd = self.loops(
-            nest, suffix, _hoist_selects(Store(own.buffer, index, update), self.ranges), conds, producers
+            nest, suffix, hoist_selects(Store(own.buffer, index, update), self.ranges), conds, producers
         )
         stmt = self.loops(nest, positions[:first_red], Seq((init, upd)), conds, producers)
         return self.wrap(nest, -1, conds, {}, stmt)
