@@ -95,28 +95,29 @@ def schedule_dwpw_nchwc(s: Any, outputs: Sequence[Any], target: Any) -> None:
     rows = knob("row_chunk", ["auto", *divisors(oh.extent)], "auto")
     so, si = y.split(oh, factor=auto if rows == "auto" else rows)
     jo, jv = y.split(j, factor=v)
+    # one register tile of sums per (row, pixels, output blocks), the epilogue straight after;
+    # wide (conv_wide's 16-lane sums for 8-channel blocks): the tile holds every output block
     wide = pw_acc.tensor.shape[4] != j.extent
-    if wide:  # all of the 1x1's output vectors in one register tile, the chunk's sums buffered
-        y.reorder(b, so, mo, mi, si, ow, jo, jv)
-    else:  # one register tile of sums per (row, pixels, oc_blocks), the epilogue straight after
-        wo, wi = y.split(ow, factor=_pixels(ow.extent, j.extent // v * mb, target))
+    acc_v = pick_vector(pw_acc.tensor.shape[4], lanes) if wide else v
+    per_pixel = pw_acc.tensor.shape[1] * pw_acc.tensor.shape[4] // acc_v if wide else j.extent // v * mb
+    wo, wi = y.split(ow, factor=_pixels(ow.extent, per_pixel, target))
+    if wide:
+        y.reorder(b, so, si, wo, wi, mo, mi, jo, jv)
+        y.unroll(mo)
+    else:
         y.reorder(b, so, mo, si, wo, wi, mi, jo, jv)
-        y.unroll(wi)
-        y.unroll(mi)
+    y.unroll(wi)
+    y.unroll(mi)
     y.vectorize(jv)
     outer = fuse_all(y, [b, so])
     maybe_parallel(y, outer, work_of(pw_acc) + work_of(dw_acc))
-    pw_acc.compute_at(y, outer if wide else wo)  # mid's reader is attached first (placement.py)
+    pw_acc.compute_at(y, wo)  # mid's reader is attached first (placement.py)
     mid.compute_at(y, outer)
     _schedule_mid(mid, dw_acc, pads, target)
     if ex_acc:  # the expand's rows for one channel block, read by its padded depthwise input
         ex_acc[0].compute_at(mid, mid.op.axis[1])
         _schedule_expand(ex_acc[0], target)
-    if not wide:
-        _schedule_pointwise_tile(pw_acc, v, target)
-    else:
-        wide_v = pick_vector(pw_acc.tensor.shape[4], lanes)
-        _schedule_pointwise(pw_acc, wide_v, pw_acc.tensor.shape[1], target)
+    _schedule_pointwise_tile(pw_acc, acc_v, target)
 
 
 def _schedule_mid(mid: Any, dw_acc: Any, pads: list[Any], target: Any) -> None:
@@ -173,19 +174,3 @@ def _schedule_pointwise_tile(acc: Any, v: int, target: Any) -> None:
     red = list(acc.op.reduce_axis)
     acc.reorder(ab, ah, *red, aw, am, ju, jw)
     register_tile_inner(acc, (aw, am, ju), jw, red, True, False, target)
-
-
-def _schedule_pointwise(acc: Any, v: int, mb: int, target: Any) -> None:
-    """The 1x1 sums of the chunk, per group of mb output blocks: ow_tile pixels x the group
-    in registers while the input channels run."""
-    ab, am, ah, aw, aj = acc.op.axis
-    amo, ami = acc.split(am, factor=mb)
-    ju, jw = acc.split(aj, factor=v)
-    u = aj.extent // v * mb  # accumulator vectors per pixel
-    regs = target.num_vector_registers
-    cap = max(1, min(MAX_PIXELS, (regs - u - 2) // max(1, u)))
-    pixels = knob("ow_tile", tile_choices(aw.extent, 2 * MAX_PIXELS), pick_rows(aw.extent, cap))
-    wo, wi = acc.split(aw, factor=pixels)
-    red = list(acc.op.reduce_axis)
-    acc.reorder(ab, amo, ah, wo, *red, wi, ami, ju, jw)
-    register_tile_inner(acc, (wi, ami, ju), jw, red, True, False, target)
