@@ -240,17 +240,23 @@ def _siblings(n: int = 10):
     return a, p, q, c, create_schedule([c])
 
 
-def test_compute_at_region_covers_the_sibling_readers():
-    a, p, q, c, s = _siblings()
-    io, _ = s[c].split(s[c].op.axis[0], factor=4)
-    s[q].compute_at(s[c], io)
-    s[p].compute_at(s[c], io)  # read by C (window 4) and by Q (window 6): P needs 6 per block
+def _check_six_per_block(s, a, c) -> None:
+    """P holds 6 values per block of 4 outputs (C reads a window of 4, Q one of 6), and the
+    kernel computes C = Q + P[i + 1] = 2 (x[i] + x[i + 2]) + 2 x[i + 1]."""
     func = lower(s, [a, c])
     assert 'P = allocate(f32[6], "local")' in to_text(func)
     x = np.arange(12, dtype=np.float32)
     out = np.empty(10, np.float32)
     compile_host(func)(x, out, *scratch_arrays(func))
     np.testing.assert_array_equal(out, 2 * (x[:10] + x[2:]) + 2 * x[1:11])
+
+
+def test_compute_at_region_covers_the_sibling_readers():
+    a, p, q, c, s = _siblings()
+    io, _ = s[c].split(s[c].op.axis[0], factor=4)
+    s[q].compute_at(s[c], io)
+    s[p].compute_at(s[c], io)  # read by C (window 4) and by Q (window 6): P needs 6 per block
+    _check_six_per_block(s, a, c)
 
 
 def test_compute_at_refuses_a_reader_outside_the_loop():
@@ -273,12 +279,7 @@ def test_compute_at_covers_a_reader_moved_to_an_inner_loop():
     s[q].compute_at(s[c], io)
     s[p].compute_at(s[c], io)
     s[q].compute_at(s[c], ii)  # before: refused, "P ... also read by Q outside that loop"
-    func = lower(s, [a, c])
-    assert 'P = allocate(f32[6], "local")' in to_text(func)
-    x = np.arange(12, dtype=np.float32)
-    out = np.empty(10, np.float32)
-    compile_host(func)(x, out, *scratch_arrays(func))
-    np.testing.assert_array_equal(out, 2 * (x[:10] + x[2:]) + 2 * x[1:11])
+    _check_six_per_block(s, a, c)
 
 
 @pytest.mark.filterwarnings("ignore:Mean of empty slice")
