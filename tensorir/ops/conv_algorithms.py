@@ -256,10 +256,11 @@ def _conv_wide(
     wi: int,
     lanes: int,
     registers: int,
+    tile: int | None = None,
 ) -> Specialized:
     """The direct conv accumulating in full vectors (ops/conv_wide.py), its weight widened and
-    padded at compile time for the `oc_blocks` vectors per tile."""
-    tile = conv_wide.wide_tile(None, registers)
+    padded at compile time for `tile` vectors per tile (default: the `oc_blocks` knob)."""
+    tile = tile or conv_wide.wide_tile(None, registers)
     w_type, extra = conv_wide.wide_types(in_types[wi], lanes, tile)
     types = tuple(w_type if k == wi else t for k, t in enumerate(in_types))
     conv_attrs = dict(attrs) if anchor is None else dict(attrs["body"].steps[anchor].attrs)
@@ -280,13 +281,9 @@ def _dwpw(
     const = const_args is None or wi in const_args
     if not const or not conv_wide.eligible(in_types[wi].shape, lanes) or wi >= body.n_inputs:
         return Specialized("fused", in_types, attrs, "direct")
-    tile = conv_wide.default_wide_blocks(target.num_vector_registers)
-    w_type, extra = conv_wide.wide_types(in_types[wi], lanes, tile)
-    types = tuple(w_type if k == wi else t for k, t in enumerate(in_types))
-    conv_attrs = dict(body.steps[body.anchor].attrs)
-    new_op, new_attrs = _rewrite("fused", attrs, body.anchor, conv_wide.OP, {**conv_attrs, **extra})
-    transform = conv_wide.wide_transform(lanes, w_type.shape[0])
-    return Specialized(new_op, types, new_attrs, "direct_wide", {wi: transform})
+    regs = target.num_vector_registers  # no knob: dwpw's `oc_blocks` counts the output's blocks
+    tile = conv_wide.default_wide_blocks(regs)
+    return _conv_wide("fused", in_types, attrs, body.anchor, wi, lanes, regs, tile)
 
 
 def _conv_strassen(

@@ -169,7 +169,7 @@ def fuse_expand(g: Graph) -> bool:
         if len(g.consumers(mid)) != 1 or len(g.node(mid.node).outputs) != 1:
             continue
         first = _as_body(g, mid.node)
-        if first is None or not _is_pointwise(g, *first) or _is_depthwise(g, *first):
+        if first is None or not _is_pointwise(g, *first):  # (group 1: not a depthwise)
             continue
         if g.type_of(mid).nbytes < MIN_EXPANDED_BYTES:
             continue
