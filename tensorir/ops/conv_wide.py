@@ -5,7 +5,7 @@ SqueezeNet's 1000 classes get blocks of 8, MobileNetV2's 24 channels too. On AVX
 direct conv then runs 8-lane FMAs, half the machine (the 1000-class conv: 127 GFLOP/s, 40%
 of the model). Here the weight is packed at compile time into blocks of `acc_block` (the
 vector's lanes) output channels, zero-padded past M to a whole number of register tiles, and
-the accumulator runs in those; only the copy-out reads it back in the output's blocks:
+the accumulator runs in those; only the epilogue reads it back in the output's blocks:
 
     w: (M'/wb, C/ib, KH, KW, ib, wb)      M' = M padded (whole tiles of `oc_blocks` vectors)
     acc[n, m', y, x, c] = the direct conv over wb output channels      (n, M'/wb, OH, OW, wb)

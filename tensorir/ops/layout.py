@@ -318,11 +318,12 @@ def conv2d_nchwc_compute(
 
 
 def schedule_conv_nchwc(s: Any, outputs: Sequence[Any], target: Any, wide_tile: Any = None) -> None:
-    """Per (image, channel block, row chunk) — the parallel loop — the accumulators of a
-    row chunk; in them, runs of up to MAX_PIXELS output pixels x one channel block stay in
-    registers while (input channel blocks, taps, input channels) run outside: per step one
-    weight vector load, one broadcast and one FMA per pixel. The epilogue (bias, fused
-    elementwise ops) is the vectorized copy-out of the chunk. `wide_tile(acc, registers)`:
+    """Per (image, channel block group, row chunk) — the parallel loop — and per register
+    tile of up to MAX_PIXELS output pixels x `oc_blocks` channel blocks of one row: the
+    tile's sums stay in registers while (input channel blocks, taps, input channels) run
+    outside (per step one weight vector load per block, one broadcast and one FMA per
+    pixel and block), then the epilogue (bias, fused elementwise ops) reads them from the
+    registers and stores the output, with no accumulator buffer in between. `wide_tile(acc, registers)`:
     the accumulator vectors per tile where they are wider than the output's blocks
     (conv_wide.py)."""
     from tensorir.dtypes import elem_bytes
@@ -368,20 +369,6 @@ def schedule_conv_nchwc(s: Any, outputs: Sequence[Any], target: Any, wide_tile: 
     chunk = chunk if rows == "auto" else rows
     so, si = y.split(oh, factor=chunk)
     jo, jv = y.split(j, factor=v)
-    if knob("outer_order", ["channels", "rows"], "channels") == "channels":
-        y.reorder(b, mo, so, mi, si, ow, jo, jv)
-        outer = fuse_all(y, [b, mo, so])
-    else:
-        y.reorder(b, so, mo, mi, si, ow, jo, jv)
-        outer = fuse_all(y, [b, so, mo])
-    y.vectorize(jv)
-    maybe_parallel(y, outer, work_of(acc))
-    acc.compute_at(y, outer)
-    if pad is not None:
-        # depthwise, or a dense conv whose register tile spans every output block (the
-        # 3-channel stem): each chunk pads its own input rows once and they stay in cache;
-        # other dense convs would re-pad every input block once per output block group
-        place_pad(pad, y, outer, chunk_default=not dense or mo.extent == 1)
     ab, am, ah, aw, aj = acc.op.axis
     ju, jw = acc.split(aj, factor=va)
     u = acc.tensor.shape[-1] // va * (mb // wide)  # vectors per output pixel in registers
@@ -391,13 +378,30 @@ def schedule_conv_nchwc(s: Any, outputs: Sequence[Any], target: Any, wide_tile: 
     arm_taps = dense and target.arch == "aarch64" and acc.op.reduce_axis[3].extent == 1
     arm_taps = arm_taps and acc.op.reduce_axis[2].extent <= 8
     cap = max(1, min(MAX_PIXELS, (regs - u - 2) // (u + 2 if arm_taps else u)))
-    pixels = knob("ow_tile", tile_choices(aw.extent, 2 * MAX_PIXELS), pick_rows(aw.extent, cap))
-    wo, wi = acc.split(aw, factor=pixels)
+    pixels = knob("ow_tile", tile_choices(ow.extent, 2 * MAX_PIXELS), pick_rows(ow.extent, cap))
+    # one register tile of sums per (row, pixels, output blocks), its epilogue straight after
+    wo, wi = y.split(ow, factor=pixels)
+    if knob("outer_order", ["channels", "rows"], "channels") == "channels":
+        y.reorder(b, mo, so, si, wo, wi, mi, jo, jv)
+        outer = fuse_all(y, [b, mo, so])
+    else:
+        y.reorder(b, so, mo, si, wo, wi, mi, jo, jv)
+        outer = fuse_all(y, [b, so, mo])
+    y.unroll(wi)
+    y.unroll(mi)
+    y.vectorize(jv)
+    maybe_parallel(y, outer, work_of(acc))
+    acc.compute_at(y, wo)
+    if pad is not None:
+        # depthwise, or a dense conv whose register tile spans every output block (the
+        # 3-channel stem): each chunk pads its own input rows once and they stay in cache;
+        # other dense convs would re-pad every input block once per output block group
+        place_pad(pad, y, outer, chunk_default=not dense or mo.extent == 1)
     red = list(acc.op.reduce_axis)
     if dense and knob("reduce_order", ["channels_outer", "taps_outer"], "channels_outer") == "taps_outer":
         red = [red[1], red[2], red[0], red[3]]
-    acc.reorder(ab, ah, wo, *red, wi, am, ju, jw)
-    register_tile_inner(acc, (wi, am, ju), jw, red, dense, arm_taps, target)
+    acc.reorder(ab, ah, *red, aw, am, ju, jw)
+    register_tile_inner(acc, (aw, am, ju), jw, red, dense, arm_taps, target)
 
 
 def register_tile_inner(
