@@ -1,0 +1,111 @@
+"""The packed direct conv's register tile (layout.schedule_conv_nchwc): the sums of one tile
+(ow_tile pixels x oc_blocks channel blocks of one row) live in a tile-sized local buffer
+allocated inside the output's pixel-tile loop, and the epilogue (bias, fused add and relu)
+stores the output from it in the same loop iteration; no row-chunk accumulator buffer.
+Numerics against float64 numpy for every tile width (guarded tails included), 1x1 with a
+fused residual add + relu, and a padded strided 3x3.
+
+Tolerance: max |err| / max |ref| < 1e-5 (fp32 sums over <= 288 terms)."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from tensorir.backends import get_backend
+from tensorir.graph.types import TensorType
+from tensorir.ops.conv import conv
+from tensorir.ops.fused import FusedBody, Step
+from tensorir.ops.kernel import build_kernel, kernel_space, scratch_arrays
+from tensorir.ops.layout import pack_array, pack_weight, unpack_array
+from tensorir.target import get_target
+
+HOST = get_target("host")
+L = HOST.vector_lanes("float32")
+TOL = 1e-5
+# conv (bias) -> add the residual (input 3) -> relu
+ADD_RELU = FusedBody(
+    (Step("conv2d_nchwc", (("group", 1),), (0, 1, 2)), Step("add", (), (4, 3)), Step("relu", (), (5,))), 4, 0
+)
+
+
+def _case(c: int, m: int, size: int, k: int, seed: int):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((1, c, size, size)).astype(np.float32)
+    w = rng.standard_normal((m, c, k, k)).astype(np.float32)
+    b = rng.standard_normal(m).astype(np.float32)
+    return x, w, b
+
+
+def _build(op, ins, attrs, config=None):
+    types = [TensorType(a.shape) for a in ins]
+    return build_kernel(op, types, attrs, HOST, config, const_args=frozenset({1, 2}))
+
+
+def _run(op, ins, attrs, out_shape, config=None) -> np.ndarray:
+    func, spec = _build(op, ins, attrs, config)
+    args = [spec.transforms[i](a) if i in spec.transforms else a for i, a in enumerate(ins)]
+    out = np.zeros(out_shape, np.float32)
+    get_backend(HOST).jit(func, HOST)(*args, out, *scratch_arrays(func))
+    return out
+
+
+def _check(got: np.ndarray, ref: np.ndarray) -> None:
+    err = float(np.max(np.abs(got - ref))) / float(np.max(np.abs(ref)))
+    assert err < TOL, f"relative error {err}"
+
+
+def _residual_case(size: int):
+    x, w, b = _case(2 * L, 4 * L, size, 1, seed=3)
+    r = np.random.default_rng(4).standard_normal((1, 4 * L, size, size)).astype(np.float32)
+    ins = [pack_array(x, L), pack_weight(w, L, L, False), b.reshape(-1, L), pack_array(r, L)]
+    ref = np.maximum(conv(x.astype(np.float64), w.astype(np.float64), b.astype(np.float64)) + r, 0)
+    return ins, ref
+
+
+def test_sums_per_register_tile_then_epilogue():
+    ins, _ = _residual_case(12)
+    cfg = {"algorithm": "direct", "oc_blocks": 2, "ow_tile": 4}
+    func, spec = _build("fused", ins, {"body": ADD_RELU}, cfg)
+    assert spec.algorithm == "direct"
+    lines = str(func).splitlines()
+    allocs = [k for k, line in enumerate(lines) if "conv_nchwc_acc = allocate(" in line]
+    assert len(allocs) == 1
+    # one row x 4 pixels x 2 blocks: the tile, not a chunk of rows
+    assert re.search(rf"allocate\(f32\[1,2,1,4,{L}\], \"local\"\)", lines[allocs[0]]), lines[allocs[0]]
+    indent = len(lines[allocs[0]]) - len(lines[allocs[0]].lstrip())
+    body = []  # the rest of the pixel-tile loop's body
+    for line in lines[allocs[0] + 1 :]:
+        if line.strip() and len(line) - len(line.lstrip()) < indent:
+            break
+        body.append(line)
+    stores = [line for line in body if re.match(r"\s*f\d_relu\[", line)]
+    assert len(stores) == 2 * 4  # the epilogue, unrolled over the tile, in the same iteration
+    assert all("conv_nchwc_acc[ramp(" in line and "in3[ramp(" in line for line in stores)
+
+
+def test_every_tile_width_with_residual_add():
+    ins, ref = _residual_case(7)
+    types = [TensorType(a.shape) for a in ins]
+    space = kernel_space("fused", types, {"body": ADD_RELU}, HOST)
+    tiles = next(kn for kn in space.knobs("direct") if kn.name == "ow_tile").choices
+    assert 3 in tiles and 7 in tiles  # 3 leaves a guarded tail of one pixel
+    for t in tiles:
+        for mb in (1, 2, 4):
+            cfg = {"algorithm": "direct", "ow_tile": t, "oc_blocks": mb}
+            got = _run("fused", ins, {"body": ADD_RELU}, (1, 4, 7, 7, L), cfg)
+            _check(unpack_array(got), ref)
+
+
+@pytest.mark.parametrize("tile", [2, 5])
+def test_padded_strided_3x3(tile):
+    x, w, b = _case(L, 2 * L, 11, 3, seed=5)
+    attrs = {"group": 1, "pads": (1, 1, 1, 1), "strides": (2, 2)}
+    ins = [pack_array(x, L), pack_weight(w, L, L, False), b.reshape(-1, L)]
+    cfg = {"algorithm": "direct", "ow_tile": tile}
+    got = _run("conv2d_nchwc", ins, attrs, (1, 2, 6, 6, L), cfg)
+    x, w, b = (a.astype(np.float64) for a in (x, w, b))
+    ref = conv(x, w, b, strides=(2, 2), pads=(1,) * 4)
+    _check(unpack_array(got), ref)
