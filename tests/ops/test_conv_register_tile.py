@@ -14,13 +14,13 @@ import re
 import numpy as np
 import pytest
 
-from tensorir.backends import get_backend
 from tensorir.graph.types import TensorType
 from tensorir.ops.conv import conv
 from tensorir.ops.fused import FusedBody, Step
-from tensorir.ops.kernel import build_kernel, kernel_space, scratch_arrays
+from tensorir.ops.kernel import build_kernel, kernel_space
 from tensorir.ops.layout import pack_array, pack_weight, unpack_array
 from tensorir.target import get_target
+from tests.ops.kernel_run import assert_relative, run_built
 
 HOST = get_target("host")
 L = HOST.vector_lanes("float32")
@@ -45,16 +45,11 @@ def _build(op, ins, attrs, config=None):
 
 
 def _run(op, ins, attrs, out_shape, config=None) -> np.ndarray:
-    func, spec = _build(op, ins, attrs, config)
-    args = [spec.transforms[i](a) if i in spec.transforms else a for i, a in enumerate(ins)]
-    out = np.zeros(out_shape, np.float32)
-    get_backend(HOST).jit(func, HOST)(*args, out, *scratch_arrays(func))
-    return out
+    return run_built(*_build(op, ins, attrs, config), ins, out_shape)
 
 
 def _check(got: np.ndarray, ref: np.ndarray) -> None:
-    err = float(np.max(np.abs(got - ref))) / float(np.max(np.abs(ref)))
-    assert err < TOL, f"relative error {err}"
+    assert_relative(got, ref, TOL)
 
 
 def _residual_case(size: int):

@@ -13,14 +13,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tensorir.backends import get_backend
 from tensorir.graph.types import TensorType
 from tensorir.ops import conv_wide as cw
 from tensorir.ops.conv import conv
 from tensorir.ops.fused import FusedBody, Step
-from tensorir.ops.kernel import build_kernel, kernel_space, scratch_arrays
+from tensorir.ops.kernel import build_kernel, kernel_space
 from tensorir.ops.layout import pack_array, pack_weight, unpack_array
 from tensorir.target import get_target
+from tests.ops.kernel_run import assert_relative, run_built
 
 HOST = get_target("host")
 LANES = HOST.vector_lanes("float32")
@@ -43,15 +43,11 @@ def _packed(x, w, b):
 def _run(op, ins, attrs, out_shape, config=None):
     types = [TensorType(a.shape) for a in ins]
     func, spec = build_kernel(op, types, attrs, HOST, config, const_args=frozenset({1, 2}))
-    args = [spec.transforms[i](a) if i in spec.transforms else a for i, a in enumerate(ins)]
-    out = np.zeros(out_shape, np.float32)
-    get_backend(HOST).jit(func, HOST)(*args, out, *scratch_arrays(func))
-    return out, spec, func
+    return run_built(func, spec, ins, out_shape), spec, func
 
 
 def _check(got: np.ndarray, ref: np.ndarray) -> None:
-    err = float(np.max(np.abs(got - ref))) / float(np.max(np.abs(ref)))
-    assert err < TOL, f"relative error {err}"
+    assert_relative(got, ref, TOL)
 
 
 def test_widened_weight_and_reference():

@@ -16,6 +16,7 @@ from tensorir.ops import dense_packed as dp
 from tensorir.ops.fused import FusedBody, Step
 from tensorir.ops.kernel import build_kernel, kernel_space, scratch_arrays
 from tensorir.target import get_target
+from tests.ops.kernel_run import assert_relative, run_built
 
 HOST = get_target("host")
 TOL = 1e-5
@@ -30,15 +31,11 @@ def _run(op: str, ins: list, attrs: dict, out_shape: tuple, config: dict | None 
     types = [TensorType(a.shape) for a in ins]
     func, spec = build_kernel(op, types, attrs, HOST, config, const_args=frozenset({1}))
     assert spec.op == op.replace("dense", dp.OP) or spec.attrs["body"].steps[0].op == dp.OP
-    args = [spec.transforms[i](a) if i in spec.transforms else a for i, a in enumerate(ins)]
-    out = np.zeros(out_shape, np.float32)
-    get_backend(HOST).jit(func, HOST)(*args, out, *scratch_arrays(func))
-    return out
+    return run_built(func, spec, ins, out_shape)
 
 
 def _check(got: np.ndarray, ref: np.ndarray) -> None:
-    err = float(np.max(np.abs(got - ref))) / float(np.max(np.abs(ref)))
-    assert err < TOL, f"relative error {err}"
+    assert_relative(got, ref, TOL)
 
 
 def test_panels_and_reference():
