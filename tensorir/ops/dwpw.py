@@ -17,7 +17,7 @@ pixels x oc_blocks channel blocks of accumulators, one weight vector load and on
 per step, computed at the output's pixel-tile loop so the epilogue reads the sums from
 registers (MobileNetV1's merged kernels 1.88 -> 1.73 ms in all, 1 thread, against a pw_acc
 buffer for the whole chunk). The depthwise sums run as in that schedule too (pixels x one
-vector in registers).
+vector in registers), per register tile of mid, its bias and activation reading them there.
 
 With the 1x1 expand merged in front (passes/fuse_dwpw.py:fuse_expand), the stage before
 dw_pad is the expand's sums `ex_acc`, computed per channel block of `mid` over the chunk's
@@ -121,26 +121,30 @@ def schedule_dwpw_nchwc(s: Any, outputs: Sequence[Any], target: Any) -> None:
 
 
 def _schedule_mid(mid: Any, dw_acc: Any, pads: list[Any], target: Any) -> None:
-    """mid per channel block: the block's padded input rows and depthwise sums first."""
+    """mid per channel block: the block's padded input rows first, then per register tile
+    (dw_ow_tile pixels of a row, one block) the depthwise sums, their bias and activation
+    read from registers."""
     lanes = target.vector_lanes(mid.tensor.dtype)
-    _, c, _, _, j = mid.op.axis
-    _, jv = mid.split(j, factor=pick_vector(j.extent, lanes))
+    _, c, h, w, j = mid.op.axis
+    v = pick_vector(j.extent, lanes)
+    u = j.extent // v
+    cap = max(1, min(MAX_PIXELS, (target.num_vector_registers - u - 2) // u))
+    tile = knob("dw_ow_tile", tile_choices(w.extent, 2 * MAX_PIXELS), pick_rows(w.extent, cap))
+    wo, wi = mid.split(w, factor=tile)
+    jo, jv = mid.split(j, factor=v)
+    mid.reorder(c, h, wo, wi, jo, jv)
+    mid.unroll(wi)
     mid.vectorize(jv)
-    dw_acc.compute_at(mid, c)
+    dw_acc.compute_at(mid, wo)
     for pad in pads:  # read by dw_acc, attached there first
         pad.compute_at(mid, c)
         pj = pad.op.axis[-1]
         _, pv = pad.split(pj, factor=pick_vector(pj.extent, lanes))
         pad.vectorize(pv)
     ab, am, ah, aw, aj = dw_acc.op.axis
-    v = pick_vector(aj.extent, lanes)
     ju, jw = dw_acc.split(aj, factor=v)
-    u = aj.extent // v
-    cap = max(1, min(MAX_PIXELS, (target.num_vector_registers - u - 2) // u))
-    tile = knob("dw_ow_tile", tile_choices(aw.extent, 2 * MAX_PIXELS), pick_rows(aw.extent, cap))
-    wo, wi = dw_acc.split(aw, factor=tile)
-    dw_acc.reorder(ab, am, ah, wo, *dw_acc.op.reduce_axis, wi, ju, jw)
-    dw_acc.unroll(wi)
+    dw_acc.reorder(ab, am, ah, *dw_acc.op.reduce_axis, aw, ju, jw)
+    dw_acc.unroll(aw)
     dw_acc.unroll(ju)
     dw_acc.vectorize(jw)
 

@@ -108,8 +108,10 @@ def test_merged_kernel_computes_the_expand_per_channel_block():
     accs = re.findall(r"(f\d)_conv_nchwc_acc = allocate\(f32\[([\d,]+)\]", body)
     assert [a for a, _ in accs] == ["f0", "f2", "f4"], accs  # expand, depthwise, project
     (_, ex), (_, dw), (_, pw) = accs
-    chunk = int(dw.split(",")[2])
+    mid = re.search(r"f\d_clip = allocate\(f32\[1,(\d+),(\d+),64,16\]", body)  # every block, the chunk's rows
+    chunk = int(mid.group(2))
     assert ex == f"1,1,{chunk + 2},64,16"  # one channel block, the halo rows included
+    assert re.fullmatch(r"1,1,1,\d+,16", dw), dw  # the depthwise sums of one register tile
     assert pw.split(",")[1] == "2" and pw.endswith(",16")  # 24 channels in two 16-lane vectors
     assert "max(" in body.split("f0_conv_nchwc_acc")[1]  # the first chunk's rows start at 0
 
