@@ -265,14 +265,19 @@ def unroll(node: Any, max_unroll: int = MAX_UNROLL) -> Any:
     return _Unroll(max_unroll).visit(node)
 
 
-def optimize_loops(func: LoopFunc) -> LoopFunc:
+def loop_passes(func: LoopFunc) -> LoopFunc:
     """The loop passes a lowered kernel goes through, in order: simplify, vectorize, unroll
-    (then simplify what unrolling exposed); the result is verified with bounds checks.
+    (then simplify what unrolling exposed)."""
+    func = simplify(func)
+    func = vectorize(func)
+    return simplify(unroll(func))  # type: ignore[no-any-return]
+
+
+def optimize_loops(func: LoopFunc) -> LoopFunc:
+    """`loop_passes`, then the result verified with bounds checks.
     `schedule.lower(..., passes=True)` is `optimize_loops(lower(..., passes=False))`."""
     from tensorir.loop.verify import verify
 
-    func = simplify(func)
-    func = vectorize(func)
-    func = simplify(unroll(func))
+    func = loop_passes(func)
     verify(func, check_bounds=True)
     return func

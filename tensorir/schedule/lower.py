@@ -54,7 +54,7 @@ from tensorir.loop.ir import (
     Var,
     as_expr,
 )
-from tensorir.loop.passes import unroll, vectorize
+from tensorir.loop.passes import loop_passes
 from tensorir.loop.simplify import simplify
 from tensorir.loop.verify import verify
 from tensorir.loop.visitor import map_exprs, substitute, walk
@@ -531,12 +531,10 @@ def lower(sched: Schedule, args: Sequence[Tensor], name: str = "main", *, passes
 
 def finish(lw: _Lowerer, body: Stmt, name: str, passes: bool) -> LoopFunc:
     """The loop function of a lowered body: `lw`'s parameters and scratch, then (`passes`)
-    simplify, vectorize, unroll; barriers checked, verified."""
+    the loop passes (loop/passes.py: loop_passes); barriers checked, verified."""
     func = LoopFunc(name, (*lw.params, *lw.scratch), body, {"num_scratch": len(lw.scratch)})
     if passes:
-        func = simplify(func)
-        func = vectorize(func)
-        func = simplify(unroll(func))
+        func = loop_passes(func)
     barriers = any(isinstance(n, Barrier) for n in walk(func.body))
     # unsimplified, a compute_at region's edge guard (always true) may wrap a barrier
     check_barriers((simplify(func) if barriers and not passes else func).body)
