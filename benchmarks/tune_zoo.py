@@ -11,8 +11,10 @@ For each model and thread count it runs, in a fresh process,
 DB starts from this CPU's records in tuning_logs/ (so a model tuned before is resumed, not
 redone), and at the end writes DB's records of this CPU back to tuning_logs/<device key>.jsonl
 (`tir db export`). Minutes per model and thread count: --minutes, else MINUTES below (the
-issue's budget is 30 minutes per model in all). `python -m benchmarks.compare --tuned` then
-times untuned, tuned and onnxruntime side by side.
+issue's budget is 30 minutes per model in all). --new-round first deletes the model's
+model-level records (layout block, depthwise + 1x1 merge) at each thread count, so `tir tune`
+times those choices again with the current kernels instead of keeping an older round's pick.
+`python -m benchmarks.compare --tuned` then times untuned, tuned and onnxruntime side by side.
 """
 
 from __future__ import annotations
@@ -46,12 +48,26 @@ def _device_logs() -> list[str]:
     return sorted(str(p) for p in LOGS.glob(f"{key}*.jsonl"))
 
 
+def _forget_model_level(db: str, onnx_path: Path, threads: list[int]) -> None:
+    """Delete the model's model-level records on this CPU at each thread count."""
+    from autotune.database import Database
+    from autotune.device_keys import device_key
+    from tensorir.compiler import model_key
+    from tensorir.target import get_target
+
+    key, store = model_key(onnx_path.read_bytes()), Database(db)
+    for n in threads:
+        gone = store.forget(key, device_key(get_target("host"), n))
+        print(f"{onnx_path.stem} at {n} thread(s): {gone} model-level records dropped", flush=True)
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("models", nargs="*", help=f"zoo models (default: {' '.join(DEFAULT)})")
     p.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     p.add_argument("--minutes", type=float, help="search minutes per model and thread count")
     p.add_argument("--db", help="tuning database to use and keep (default: a temporary one)")
+    p.add_argument("--new-round", action="store_true", help="drop the model-level records first")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         db = args.db or str(Path(tmp) / "tuning.db")
@@ -62,6 +78,8 @@ def main(argv: list[str] | None = None) -> None:
             onnx_path = Path(tmp) / f"{name}.onnx"
             save(name, onnx_path)
             minutes = args.minutes or MINUTES.get(name, MINUTES_DEFAULT)
+            if args.new_round:
+                _forget_model_level(db, onnx_path, args.threads)
             for n in args.threads:
                 budget = ["--time-budget", f"{minutes:g}m", "--trials", "100000"]
                 _tir("tune", str(onnx_path), "--threads", str(n), *budget, "--db", db)
