@@ -259,7 +259,11 @@ def test_two_tuners_share_the_devices_and_a_node_dies(cluster, tmp_path, pg_url)
     for r in reported:  # what did fail, failed for the cluster's sake (matmuls are not wrong)
         assert r["error"] is None or "cluster" in r["error"] or "device actor" in r["error"], r["error"]
     logs = _logs(tmp_path)
-    assert "dropped: its node left the cluster" in logs and "Traceback" not in logs, logs
+    # the user is told: the actor is dropped once Ray lists its node as dead, or, where the
+    # last runs finish before Ray's health checks declare it (a lagging raylet), its lost run
+    # is reported and the other devices take its runs (ray_measure._lost)
+    told = "dropped: its node left the cluster" in logs or "the other devices take its runs" in logs
+    assert told and "Traceback" not in logs, logs
     after = _actor_counts(cluster.address)
     assert len(after) == 1 and sum(after.values()) > 0, after  # the head's device still answers
 
