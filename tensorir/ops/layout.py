@@ -364,6 +364,8 @@ def schedule_conv_nchwc(s: Any, outputs: Sequence[Any], target: Any, wide_tile: 
         mb = knob("oc_blocks", mb_choices, default_oc_blocks(mb_choices, j.extent, lanes))
         va = v
     mo, mi = y.split(m, factor=mb)
+    # rows per parallel iteration (and, with pad_at "chunk", per padded input block); the
+    # sums live per register tile, so the row bytes only size the iterations' output
     chunk = chunk_first_axis(oh.extent, row_bytes * mb, b.extent * mo.extent)
     rows = knob("row_chunk", ["auto", *_divisor_choices(oh.extent)], "auto")
     chunk = chunk if rows == "auto" else rows
