@@ -40,11 +40,10 @@ from typing import Any
 from tensorir.dtypes import elem_bytes
 from tensorir.ops.fused import FusedBody
 from tensorir.ops.layout import (
-    MAX_PIXELS,
     default_oc_blocks,
     oc_block_choices,
     register_tile_inner,
-    tile_choices,
+    tile_pixels,
 )
 from tensorir.ops.nn_compute import (
     chunk_first_axis,
@@ -52,7 +51,6 @@ from tensorir.ops.nn_compute import (
     fuse_all,
     inline_elementwise,
     maybe_parallel,
-    pick_rows,
     pick_vector,
     work_of,
 )
@@ -100,7 +98,7 @@ def schedule_dwpw_nchwc(s: Any, outputs: Sequence[Any], target: Any) -> None:
     wide = pw_acc.tensor.shape[4] != j.extent
     acc_v = pick_vector(pw_acc.tensor.shape[4], lanes) if wide else v
     per_pixel = pw_acc.tensor.shape[1] * pw_acc.tensor.shape[4] // acc_v if wide else j.extent // v * mb
-    wo, wi = y.split(ow, factor=_pixels(ow.extent, per_pixel, target))
+    wo, wi = y.split(ow, factor=tile_pixels("ow_tile", ow.extent, per_pixel, target))
     if wide:
         y.reorder(b, so, si, wo, wi, mo, mi, jo, jv)
         y.unroll(mo)
@@ -127,9 +125,7 @@ def _schedule_mid(mid: Any, dw_acc: Any, pads: list[Any], target: Any) -> None:
     lanes = target.vector_lanes(mid.tensor.dtype)
     _, c, h, w, j = mid.op.axis
     v = pick_vector(j.extent, lanes)
-    u = j.extent // v
-    cap = max(1, min(MAX_PIXELS, (target.num_vector_registers - u - 2) // u))
-    tile = knob("dw_ow_tile", tile_choices(w.extent, 2 * MAX_PIXELS), pick_rows(w.extent, cap))
+    tile = tile_pixels("dw_ow_tile", w.extent, j.extent // v, target)
     wo, wi = mid.split(w, factor=tile)
     jo, jv = mid.split(j, factor=v)
     mid.reorder(c, h, wo, wi, jo, jv)
@@ -155,19 +151,11 @@ def _schedule_expand(acc: Any, target: Any) -> None:
     ab, am, ah, aw, aj = acc.op.axis
     v = pick_vector(aj.extent, target.vector_lanes(acc.tensor.dtype))
     ju, jw = acc.split(aj, factor=v)
-    u = aj.extent // v
-    cap = max(1, min(MAX_PIXELS, (target.num_vector_registers - u - 2) // u))
-    pixels = knob("ex_ow_tile", tile_choices(aw.extent, 2 * MAX_PIXELS), pick_rows(aw.extent, cap))
+    pixels = tile_pixels("ex_ow_tile", aw.extent, aj.extent // v, target)
     wo, wi = acc.split(aw, factor=pixels)
     red = list(acc.op.reduce_axis)
     acc.reorder(ab, am, ah, wo, *red, wi, ju, jw)
     register_tile_inner(acc, (wi, ju), jw, red, True, False, target)
-
-
-def _pixels(width: int, u: int, target: Any) -> int:
-    """The `ow_tile` knob: pixels per register tile of u accumulator vectors each."""
-    cap = max(1, min(MAX_PIXELS, (target.num_vector_registers - u - 2) // max(1, u)))
-    return knob("ow_tile", tile_choices(width, 2 * MAX_PIXELS), pick_rows(width, cap))
 
 
 def _schedule_pointwise_tile(acc: Any, v: int, target: Any) -> None:

@@ -332,7 +332,6 @@ def schedule_conv_nchwc(s: Any, outputs: Sequence[Any], target: Any, wide_tile: 
         fuse_all,
         inline_elementwise,
         maybe_parallel,
-        pick_rows,
         pick_vector,
         place_pad,
         stage_named,
@@ -374,13 +373,11 @@ def schedule_conv_nchwc(s: Any, outputs: Sequence[Any], target: Any, wide_tile: 
     ab, am, ah, aw, aj = acc.op.axis
     ju, jw = acc.split(aj, factor=va)
     u = acc.tensor.shape[-1] // va * (mb // wide)  # vectors per output pixel in registers
-    regs = target.num_vector_registers
     # NEON, one input channel per block (the RGB stem): the taps of a row are unrolled (below),
     # so each pixel also keeps about two input values of its window live (stride 2)
     arm_taps = dense and target.arch == "aarch64" and acc.op.reduce_axis[3].extent == 1
     arm_taps = arm_taps and acc.op.reduce_axis[2].extent <= 8
-    cap = max(1, min(MAX_PIXELS, (regs - u - 2) // (u + 2 if arm_taps else u)))
-    pixels = knob("ow_tile", tile_choices(ow.extent, 2 * MAX_PIXELS), pick_rows(ow.extent, cap))
+    pixels = tile_pixels("ow_tile", ow.extent, u, target, 2 if arm_taps else 0)
     # one register tile of sums per (row, pixels, output blocks), its epilogue straight after
     wo, wi = y.split(ow, factor=pixels)
     if knob("outer_order", ["channels", "rows"], "channels") == "channels":
@@ -433,6 +430,18 @@ def register_tile_inner(
         acc.unroll(inner)
     elif arm_taps:  # the overlapping windows of the tile's pixels share their loads
         acc.unroll(red[-2])
+
+
+def tile_pixels(name: str, width: int, u: int, target: Any, live_per_pixel: int = 0) -> int:
+    """Knob `name`: output pixels per register tile of `u` accumulator vectors per pixel
+    (default: as many as the registers hold beside the weights, up to MAX_PIXELS;
+    `live_per_pixel` more registers per pixel where the tile keeps inputs live too)."""
+    from tensorir.ops.nn_compute import pick_rows
+    from tensorir.schedule.space import knob
+
+    u = max(1, u)
+    cap = max(1, min(MAX_PIXELS, (target.num_vector_registers - u - 2) // (u + live_per_pixel)))
+    return knob(name, tile_choices(width, 2 * MAX_PIXELS), pick_rows(width, cap))
 
 
 def oc_block_choices(blocks: int) -> list[int]:
