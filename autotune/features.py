@@ -2,26 +2,17 @@
 
 In the spirit of AutoTVM's itervar / Ansor's loop features, but aggregated per kernel so
 every candidate gives one vector of `len(FEATURE_NAMES)` float32 values. One walk over the
-loop IR collects the loop tree, the float / int work of every statement (weighted by the
-trip count of its enclosing loops: the product of their extents, times vector lanes) and
-every buffer access with the affine form of its index over the loop vars. Nothing here
-compiles or runs the kernel: a conv kernel takes a few milliseconds.
+loop IR (autotune/loop_walk.py) collects the loop tree, the float / int work of every
+statement (weighted by the trip count of its enclosing loops: the product of their extents,
+times vector lanes) and every buffer access with the affine form of its index over the loop
+vars; autotune/footprint.py measures the bytes those accesses touch. Nothing here compiles
+or runs the kernel: a conv kernel takes a few milliseconds.
 
 Conventions: `log(x)` below is log2(1 + x) (all counts, bytes and extents are >= 0);
 "weighted" counts are dynamic (multiplied by trip counts and lanes); "static" counts are
-of IR nodes. A loop whose extent is not a constant counts with its upper bound when
-`int_range` finds one, else `UNKNOWN_EXTENT`. Both arms of an `If` count with the trip
-count of the `If` (an upper bound). Byte counts use the buffers' element sizes.
-
-Touched elements of one access, over a set S of varying loops: the index is split into an
-affine part sum(c_v * v) (+ a ramp for vector accesses) and non-affine atoms (`//`, `%`,
-loads...). Loops of S the index does not mention contribute nothing (reuse). Affine loops
-with the same |coefficient| merge (extent e1 + e2 - 1: sliding windows such as
-`(oh + kh) * W`); then touched = min(product of extents, span of the addresses) times the
-extents of the loops of S in non-affine atoms, capped at the buffer size. Accesses to a
-buffer with the same affine signature and different constant offsets (unrolled copies)
-merge as one window widened by the offsets. The *footprint* of a loop is the sum over
-buffers of these touched bytes with S = that loop and the loops inside it.
+of IR nodes. Loops of unknown extent, `If` arms and byte counts count as loop_walk.py says.
+"Touched" bytes and the *footprint* of a loop are those of footprint.py: the distinct bytes
+the accesses reach while that loop and the loops inside it vary.
 
 Features (index: name -- meaning):
 
@@ -113,38 +104,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 
 import numpy as np
 
-from tensorir.loop.arith import int_range
-from tensorir.loop.ir import (
-    Allocate,
-    BinOp,
-    Broadcast,
-    Buffer,
-    Call,
-    Cast,
-    Cmp,
-    Const,
-    Expr,
-    For,
-    ForKind,
-    If,
-    LetStmt,
-    Load,
-    LoopFunc,
-    Not,
-    Ramp,
-    Select,
-    Seq,
-    Stmt,
-    Store,
-    Var,
-)
-from tensorir.loop.visitor import children
+from autotune.footprint import footprint, innermost_stride
+from autotune.loop_walk import Access, Loop, LoopWalk, dtype_bytes
+from tensorir.loop.ir import Buffer, ForKind, LoopFunc
 
-UNKNOWN_EXTENT = 16
 NUM_THREADS = 2
 L1_BYTES = 32 * 1024
 L2_BYTES = 1024 * 1024
@@ -236,404 +202,14 @@ FEATURE_NAMES: list[str] = [
 NUM_FEATURES = len(FEATURE_NAMES)
 _INDEX = {n: i for i, n in enumerate(FEATURE_NAMES)}
 
-_FLOAT_BIN = {"+": "addsub", "-": "addsub", "*": "mul", "/": "div", "min": "minmax", "max": "minmax"}
-_DTYPE_BYTES = {"float64": 8, "int64": 8, "uint64": 8, "float16": 2, "bfloat16": 2, "int16": 2, "uint16": 2}
-
-
-def _bytes(dtype: str) -> int:
-    if dtype in _DTYPE_BYTES:
-        return _DTYPE_BYTES[dtype]
-    if dtype in ("int8", "uint8", "bool"):
-        return 1
-    return 4
-
 
 def _log(x: float) -> float:
     return math.log2(1.0 + x) if x > 0 else 0.0
 
 
-@dataclass(eq=False)
-class _Loop:
-    kind: ForKind
-    extent: int
-    depth: int  # 1 for an outermost loop; 0 for the function root
-    execs: float  # how many times this loop is entered (product of the outer extents)
-    parent: _Loop | None
-    children: list[_Loop] = field(default_factory=list)
-    accesses: list[_Access] = field(default_factory=list)  # directly in this loop's body
-    flops: float = 0.0  # weighted, everything inside
-    stores_here: int = 0  # stores directly in the body (not inside a nested loop)
-    footprint: float = 0.0
-    height: int = 0  # 0 for an innermost loop
-
-
-@dataclass(eq=False)
-class _Access:
-    """Accesses of one loop body that differ only in the constant offset of the index
-    (e.g. unrolled copies): one buffer, direction, lanes and affine signature."""
-
-    buffer: Buffer
-    nbytes: int  # element size
-    lanes: int
-    weight: float  # executions, summed over the accesses of the group
-    chain: tuple[_Loop, ...]  # enclosing loops, outermost first
-    terms: dict[_Loop, int]  # affine coefficient per loop
-    nonaffine: frozenset[_Loop]
-    cmin: int  # smallest / largest constant offset of the index
-    cmax: int
-    count: int = 1
-    ramp_stride: int = 0  # stride of a vector (Ramp) index, 0 for a broadcast / scalar
-    is_store: bool = False
-    sig: tuple = ()  # (loop, lanes, ramp stride, terms, non-affine loops): the window's shape
-
-
-class _Lin:
-    """Affine decomposition of an integer index: terms over loops, constant, non-affine loops."""
-
-    __slots__ = ("const", "nonaff", "ramp_stride", "terms")
-
-    def __init__(self) -> None:
-        self.terms: dict[_Loop, int] = {}
-        self.const = 0
-        self.nonaff: set[_Loop] = set()
-        self.ramp_stride = 0  # a non-constant ramp stride counts as 2 (strided)
-
-
-class _Extractor:
-    def __init__(self) -> None:
-        self.c = dict.fromkeys(
-            (
-                "addsub",
-                "mul",
-                "div",
-                "minmax",
-                "fma",
-                "int",
-                "divmod",
-                "cmp",
-                "call",
-                "cast",
-                "select",
-                "vflops",
-                "if",
-            ),
-            0.0,
-        )
-        self.vars: dict[Var, _Loop] = {}
-        self.lets: dict[Var, frozenset[_Loop]] = {}
-        self.ranges: dict[Expr, tuple[int, int]] = {}
-        self.root = _Loop(ForKind.SERIAL, 1, 0, 1.0, None)
-        self.chain: tuple[_Loop, ...] = ()
-        self.loop = self.root
-        self.groups: dict[tuple, _Access] = {}
-        self.loops: list[_Loop] = []
-        self.accesses: list[_Access] = []
-        self.n_stmts = 0
-        self.n_stores = 0
-        self.n_alloc = 0
-        self.alloc_max = 0.0
-        self.alloc_total = 0.0
-        self.depth_w = 0.0
-        self.depth_n = 0.0
-
-    # ---- expressions --------------------------------------------------------------
-    def expr(self, e: Expr, w: float) -> int:
-        """Count the work of `e` (executed `w` times); returns its lanes."""
-        t = type(e)
-        if t is Const or t is Var:
-            return 1
-        c = self.c
-        if t is BinOp:
-            lanes = max(self.expr(e.a, w), self.expr(e.b, w))
-            dt = e.a.dtype
-            n = w * lanes
-            if dt.startswith(("float", "bfloat")):
-                kind = _FLOAT_BIN.get(e.op)
-                if kind is not None:
-                    c[kind] += n
-                    if lanes > 1:
-                        c["vflops"] += n
-                    if kind == "addsub" and (_is_fmul(e.a) or _is_fmul(e.b)):
-                        c["fma"] += n
-            elif e.op in ("and", "or", "xor") and dt == "bool":
-                c["cmp"] += n
-            else:
-                c["int"] += n
-                if e.op in ("//", "%", "/"):
-                    c["divmod"] += n
-            return lanes
-        if t is Load:
-            lanes = self.expr(e.index, w)
-            self.access(e.buffer, e.index, lanes, w, False)
-            return lanes
-        if t is Broadcast:
-            self.expr(e.value, w)
-            return e.count
-        if t is Ramp:
-            self.expr(e.base, w)
-            return e.count
-        if t is Call:
-            lanes = max((self.expr(a, w) for a in e.args), default=1)
-            n = w * lanes
-            if e.name == "fma":
-                c["fma"] += n
-                c["addsub"] += n
-                c["mul"] += n
-                if lanes > 1:
-                    c["vflops"] += 2 * n
-            else:
-                c["call"] += n
-                if lanes > 1:
-                    c["vflops"] += n
-            return lanes
-        lanes = max((self.expr(ch, w) for ch in children(e)), default=1)
-        if t is Cmp or t is Not:
-            c["cmp"] += w * lanes
-        elif t is Select:
-            c["select"] += w * lanes
-        elif t is Cast:
-            c["cast"] += w * lanes
-        return lanes
-
-    def lin(self, e: Expr, scale: int, out: _Lin) -> None:
-        t = type(e)
-        if t is Const:
-            v = e.value
-            if isinstance(v, int | np.integer) and not isinstance(v, bool):
-                out.const += scale * int(v)
-            return
-        if t is Var:
-            lp = self.vars.get(e)
-            if lp is not None:
-                out.terms[lp] = out.terms.get(lp, 0) + scale
-            else:
-                deps = self.lets.get(e)
-                if deps:
-                    out.nonaff.update(deps)
-            return
-        if t is BinOp:
-            op = e.op
-            if op == "+":
-                self.lin(e.a, scale, out)
-                self.lin(e.b, scale, out)
-                return
-            if op == "-":
-                self.lin(e.a, scale, out)
-                self.lin(e.b, -scale, out)
-                return
-            if op == "*":
-                if type(e.b) is Const and isinstance(e.b.value, int):
-                    self.lin(e.a, scale * e.b.value, out)
-                    return
-                if type(e.a) is Const and isinstance(e.a.value, int):
-                    self.lin(e.b, scale * e.a.value, out)
-                    return
-        elif t is Ramp:
-            self.lin(e.base, scale, out)
-            s = e.stride
-            out.ramp_stride = scale * int(s.value) if type(s) is Const else 2
-            return
-        elif t is Broadcast:
-            self.lin(e.value, scale, out)
-            return
-        self.nonaffine(e, out)
-
-    def nonaffine(self, e: Expr, out: _Lin) -> None:
-        stack = [e]
-        while stack:
-            n = stack.pop()
-            if type(n) is Var:
-                lp = self.vars.get(n)
-                if lp is not None:
-                    out.nonaff.add(lp)
-                else:
-                    deps = self.lets.get(n)
-                    if deps:
-                        out.nonaff.update(deps)
-            else:
-                stack.extend(children(n))
-
-    def access(self, buf: Buffer, index: Expr, lanes: int, w: float, store: bool) -> None:
-        lin = _Lin()
-        self.lin(index, 1, lin)
-        nonaff = frozenset(lin.nonaff)
-        terms = {lp: k for lp, k in lin.terms.items() if k != 0 and lp not in nonaff}
-        loop = self.loop
-        sig = (
-            id(loop),
-            lanes,
-            lin.ramp_stride,
-            tuple(sorted((id(lp), k) for lp, k in terms.items())),
-            tuple(sorted(id(lp) for lp in nonaff)),
-        )
-        key = (buf.name, store, sig)
-        g = self.groups.get(key)
-        if g is None:
-            g = _Access(buf, _bytes(buf.dtype), lanes, w, self.chain, terms, nonaff, lin.const, lin.const)
-            g.is_store = store
-            g.ramp_stride = lin.ramp_stride
-            g.sig = sig
-            self.groups[key] = g
-            loop.accesses.append(g)
-            self.accesses.append(g)
-        else:
-            g.weight += w
-            g.count += 1
-            if lin.const < g.cmin:
-                g.cmin = lin.const
-            elif lin.const > g.cmax:
-                g.cmax = lin.const
-
-    # ---- statements ---------------------------------------------------------------
-    def stmt(self, s: Stmt, w: float) -> None:
-        self.n_stmts += 1
-        t = type(s)
-        if t is Store:
-            self.n_stores += 1
-            self.loop.stores_here += 1
-            self.depth_w += w * len(self.chain)
-            self.depth_n += w
-            c = self.c
-            f0 = c["addsub"] + c["mul"] + c["div"] + c["minmax"] + c["call"]
-            lanes = max(self.expr(s.index, w), self.expr(s.value, w))
-            self.access(s.buffer, s.index, lanes, w, True)
-            df = c["addsub"] + c["mul"] + c["div"] + c["minmax"] + c["call"] - f0
-            if df:
-                for lp in self.chain:
-                    lp.flops += df
-        elif t is Seq:
-            for x in s.stmts:
-                self.stmt(x, w)
-        elif t is For:
-            ext = s.extent
-            if type(ext) is Const:
-                n = int(ext.value)
-            else:
-                self.expr(ext, w)
-                r = int_range(ext, self.ranges)
-                n = r[1] if r is not None else UNKNOWN_EXTENT
-            n = max(n, 0)
-            chain, loop = self.chain, self.loop
-            lp = _Loop(s.kind, n, len(chain) + 1, w, loop)
-            loop.children.append(lp)
-            self.loops.append(lp)
-            old = self.vars.get(s.var)
-            self.vars[s.var] = lp
-            st = s.start
-            lo = int(st.value) if type(st) is Const else 0
-            self.ranges[s.var] = (lo, lo + max(n - 1, 0))
-            self.chain, self.loop = (*chain, lp), lp
-            self.stmt(s.body, w * n)
-            self.chain, self.loop = chain, loop
-            if old is None:
-                del self.vars[s.var]
-            else:
-                self.vars[s.var] = old
-        elif t is If:
-            self.c["if"] += w
-            self.expr(s.cond, w)
-            self.stmt(s.then, w)
-            if s.orelse is not None:
-                self.stmt(s.orelse, w)
-        elif t is Allocate:
-            self.n_alloc += 1
-            nb = float(s.buffer.size * _bytes(s.buffer.dtype))
-            self.alloc_max = max(self.alloc_max, nb)
-            self.alloc_total += nb * w
-            self.stmt(s.body, w)
-        elif t is LetStmt:
-            self.expr(s.value, w)
-            tmp = _Lin()
-            self.nonaffine(s.value, tmp)
-            self.lets[s.var] = frozenset(tmp.nonaff)
-            self.stmt(s.body, w)
-        else:  # unknown statement kinds: walk what they hold
-            for ch in children(s):
-                if isinstance(ch, Stmt):
-                    self.stmt(ch, w)
-                else:
-                    self.expr(ch, w)
-
-
-def _is_fmul(e: Expr) -> bool:
-    return type(e) is BinOp and e.op == "*" and e.a.dtype.startswith(("float", "bfloat"))
-
-
-def _touched(a: _Access, inner: set[_Loop] | None) -> float:
-    """Distinct elements `a` touches while the loops in `inner` (None: all) vary."""
-    groups: dict[int, int] = {}
-    for lp, k in a.terms.items():
-        if inner is None or lp in inner:
-            k = abs(k)
-            groups[k] = groups.get(k, 1) + lp.extent - 1
-    prod = 1.0
-    span = 1.0
-    if a.lanes > 1:
-        prod = float(a.lanes)
-        span = abs(a.ramp_stride) * (a.lanes - 1) + 1.0
-        if a.ramp_stride == 0:
-            prod = 1.0
-    for k, ext in groups.items():
-        prod *= ext
-        span += k * (ext - 1)
-    n = min(prod, span)
-    for lp in a.nonaffine:
-        if inner is None or lp in inner:
-            n *= max(lp.extent, 1)
-    return min(n, float(max(a.buffer.size, 1)))
-
-
-def _footprint(accs: Iterable[_Access], inner: set[_Loop] | None) -> tuple[float, dict[str, float]]:
-    """Bytes touched by `accs` while `inner` (None: every loop) varies; also per buffer.
-    Loads and stores of one buffer with the same index signature count once."""
-    windows: dict[tuple, list] = {}
-    for a in accs:
-        key = (a.buffer.name, a.sig)
-        n = _touched(a, inner)
-        wnd = windows.get(key)
-        if wnd is None:
-            windows[key] = [n, a.cmin, a.cmax, a.count, a.buffer]
-        else:
-            wnd[0] = max(wnd[0], n)
-            wnd[1] = min(wnd[1], a.cmin)
-            wnd[2] = max(wnd[2], a.cmax)
-            wnd[3] = max(wnd[3], a.count)
-    per_buf: dict[str, float] = {}
-    bufs: dict[str, Buffer] = {}
-    for (name, _), (n, lo, hi, count, buf) in windows.items():
-        per_buf[name] = per_buf.get(name, 0.0) + min(n + (hi - lo), n * count)
-        bufs[name] = buf
-    total = 0.0
-    for name, elems in per_buf.items():
-        buf = bufs[name]
-        per_buf[name] = v = min(elems, float(max(buf.size, 1))) * _bytes(buf.dtype)
-        total += v
-    return total, per_buf
-
-
-def _innermost_stride(a: _Access) -> int:
-    """How the index moves along the innermost loop (extent > 1) around the access:
-    0 invariant (reused), 1 contiguous, 2 strided, 3 non-affine. Vector accesses that move
-    are classified by their ramp stride."""
-    for lp in reversed(a.chain):
-        if lp.extent <= 1:
-            continue
-        if lp in a.nonaffine:
-            return 3
-        k = a.terms.get(lp, 0)
-        if k == 0:
-            return 0
-        if a.lanes > 1:
-            return 1 if abs(a.ramp_stride) == 1 else 2
-        return 1 if abs(k) == 1 else 2
-    if a.lanes > 1 and a.ramp_stride != 0:
-        return 1 if abs(a.ramp_stride) == 1 else 2
-    return 0
-
-
 def extract_features(func: LoopFunc) -> np.ndarray:
     """The feature vector of `func` (float32, `len(FEATURE_NAMES)`; see the module docstring)."""
-    ex = _Extractor()
+    ex = LoopWalk()
     ex.stmt(func.body, 1.0)
     f = np.zeros(NUM_FEATURES, dtype=np.float64)
 
@@ -655,7 +231,7 @@ def extract_features(func: LoopFunc) -> np.ndarray:
             lp.parent.height = max(lp.parent.height, lp.height + 1)
 
     # accesses inside each loop (inclusive), computed bottom-up by concatenation
-    inside: dict[int, list[_Access]] = {}
+    inside: dict[int, list[Access]] = {}
     for lp in reversed(loops):
         lst = list(lp.accesses)
         for ch in lp.children:
@@ -667,7 +243,7 @@ def extract_features(func: LoopFunc) -> np.ndarray:
             x = stack.pop()
             inner.add(x)
             stack.extend(x.children)
-        lp.footprint = _footprint(lst, inner)[0]
+        lp.footprint = footprint(lst, inner)[0]
 
     # ---- loop structure --------------------------------------------------------------
     kinds = {k: 0 for k in ForKind}
@@ -708,7 +284,7 @@ def extract_features(func: LoopFunc) -> np.ndarray:
     # ---- parallelism -----------------------------------------------------------------
     nests: list[tuple[float, float]] = []  # (tasks, flops)
 
-    def find_par(lp: _Loop) -> None:
+    def find_par(lp: Loop) -> None:
         if lp.kind is ForKind.PARALLEL:
             tasks = float(lp.extent)
             x = lp
@@ -785,12 +361,12 @@ def extract_features(func: LoopFunc) -> np.ndarray:
             glob += nb
         else:
             loc += nb
-        stride_bytes[_innermost_stride(a)] += nb
+        stride_bytes[innermost_stride(a)] += nb
     acc_total = glob + loc
     put("accessed_bytes", _log(acc_total))
     put("global_accessed_bytes", _log(glob))
     put("local_accessed_bytes", _log(loc))
-    touched, per_buf = _footprint(accs, None)
+    touched, per_buf = footprint(accs, None)
     put("touched_bytes", _log(touched))
     top = [*sorted(per_buf.values(), reverse=True), 0.0, 0.0, 0.0]
     put("touched_top1", _log(top[0]))
@@ -807,7 +383,7 @@ def extract_features(func: LoopFunc) -> np.ndarray:
     for h in range(3):
         put(f"fp_inner{h + 1}", _log(max((lp.footprint for lp in loops if lp.height == h), default=0.0)))
 
-    def traffic(lp: _Loop, cap: float) -> float:
+    def traffic(lp: Loop, cap: float) -> float:
         if lp is not ex.root and lp.footprint <= cap:
             return lp.footprint * lp.execs
         out = sum(a.weight * a.lanes * a.nbytes for a in lp.accesses)
@@ -833,8 +409,8 @@ def extract_features(func: LoopFunc) -> np.ndarray:
     scratch = func.params[len(func.params) - n_scratch :] if n_scratch else ()
     params = func.params[: len(func.params) - n_scratch]
     put("n_scratch", n_scratch)
-    put("scratch_bytes", _log(sum(b.size * _bytes(b.dtype) for b in scratch if isinstance(b, Buffer))))
-    put("param_bytes", _log(sum(b.size * _bytes(b.dtype) for b in params if isinstance(b, Buffer))))
+    put("scratch_bytes", _log(sum(b.size * dtype_bytes(b.dtype) for b in scratch if isinstance(b, Buffer))))
+    put("param_bytes", _log(sum(b.size * dtype_bytes(b.dtype) for b in params if isinstance(b, Buffer))))
 
     np.nan_to_num(f, copy=False, nan=0.0, posinf=64.0, neginf=0.0)
     return f.astype(np.float32)

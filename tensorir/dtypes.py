@@ -8,7 +8,7 @@ laid out as ml_dtypes lays them out in numpy: bfloat16 (16 bits), the float8 for
 float4_e2m1fn, int4 / uint4 / int2 / uint2 (one value per byte, in its low bits). Code
 generators compute on them in float32 (int8 for the small integers) and convert back.
 This module sits below ops, schedules and every code generator (LLVM types are in
-codegen/llvm_types.py, OpenCL C types in codegen/opencl.py), so none of them imports
+codegen/llvm_types.py, OpenCL C types in codegen/opencl_c.py), so none of them imports
 another to learn a size.
 """
 

@@ -1,6 +1,7 @@
-"""OpenCL C spelling shared by the renderers (codegen/opencl.py, codegen/opencl_image.py):
-C types and sizes of loop-IR dtypes, literals, reserved words, helper function bodies, and
-the launch geometry of a loop function's GPU loops (thread tag -> extent -> sizes).
+"""OpenCL C spelling shared by the renderers (codegen/opencl_expr.py, codegen/opencl.py,
+codegen/opencl_image.py): C types and sizes of loop-IR dtypes, literals, reserved words,
+helper function bodies, and the launch geometry of a loop function's GPU loops (thread tag ->
+extent -> sizes).
 """
 
 from __future__ import annotations
