@@ -39,10 +39,11 @@ from tensorir.schedule.schedule import ScheduleError
 from tensorir.schedule.te import Reduce
 
 if TYPE_CHECKING:
-    from tensorir.schedule.lower import Conds, Producers, _Lowerer, _Nest
+    from tensorir.schedule.lower import Conds, Producers, _Lowerer
+    from tensorir.schedule.nest import Nest
 
 
-def bound_reduce_pos(nest: _Nest) -> int | None:
+def bound_reduce_pos(nest: Nest) -> int | None:
     """Position of the nest's reduction leaf bound to a GPU tag (None: a serial reduction)."""
     threads = nest.stage.threads
     return next((p for p, a in enumerate(nest.leaves) if a.kind == "reduce" and a in threads), None)
@@ -66,7 +67,7 @@ def tree_steps(red: Buffer, tx: Var, width: int, op: str) -> list[Stmt]:
 
 
 def assemble_allreduce(
-    lw: _Lowerer, nest: _Nest, body: Reduce, producers: Producers, conds: Conds, out: Buffer, index: Expr
+    lw: _Lowerer, nest: Nest, body: Reduce, producers: Producers, conds: Conds, out: Buffer, index: Expr
 ) -> Stmt:
     """The loops of a reduction stage whose reduction leaf is bound to a local.* tag (module
     docstring); `out[index]` is where the result goes, `conds` the guards per loop level."""

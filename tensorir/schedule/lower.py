@@ -3,10 +3,11 @@
     lower(s, [A, B, C], name="matmul")
 
 Parameters are flat buffers in the order given. Each root stage becomes a loop nest (in
-stage order); a stage attached with compute_at is built inside its consumer's loop over
-the region that loop reads (interval bounds over the inner loops' ranges: bounds.py), into a local
-buffer of that size unless it is an argument. A reduction is an init nest (over the data
-loops that follow the first reduction loop) then an update nest:
+stage order; its loop variables, extents and guards: nest.py); a stage attached with
+compute_at is built inside its consumer's loop over the region that loop reads (interval
+bounds over the inner loops' ranges: bounds.py), into a local buffer of that size unless it
+is an argument. A reduction is an init nest (over the data loops that follow the first
+reduction loop) then an update nest:
 
     for i in range(0, 64):
       for j in range(0, 16):
@@ -19,11 +20,11 @@ Intermediates not in the arguments become extra *scratch* parameters after them 
 "local" buffers (cache_write, compute_at) are allocated inside the kernel.
 
 GPU: a leaf bound with `bind` is a `gpu_block` / `gpu_thread` loop carrying its tag; a stage
-computed inside GPU loops that binds a tag bound outside shares that loop's variable (a
-cooperative load, guarded when narrower). A "shared" stage (cache_read) covers the region
-the whole work-group reads there and sits between barriers. A reduction axis bound to
-local.* is a tree over the work-items (allreduce.py). Non-dividing
-splits and regions that can run past a tensor's edge get `If` guards. An `if_then_else`
+computed inside GPU loops that binds a tag bound outside shares that loop's variable
+(nest.py). A "shared" stage (cache_read) covers the region the whole work-group reads there
+and sits between barriers. A reduction axis bound to local.* is a tree over the work-items
+(allreduce.py). A nest's guards (non-dividing splits, regions that can run past a tensor's
+edge: nest.py) become `If`s just inside the innermost loop they use. An `if_then_else`
 whose arms may read out of bounds (or divide an integer by a variable) becomes an `If`
 around the store (a `Select` evaluates both arms). Then: simplify, vectorize, unroll
 (<= 64 iterations expanded), simplify, verify.
@@ -60,11 +61,11 @@ from tensorir.loop.verify import verify
 from tensorir.loop.visitor import map_exprs, substitute, walk
 from tensorir.schedule.allreduce import assemble_allreduce, bound_reduce_pos
 from tensorir.schedule.bounds import hoist_selects, sym_bound, window
-from tensorir.schedule.schedule import MAX_LANES, Fuse, Schedule, ScheduleError, Split, Stage, split_extents
+from tensorir.schedule.nest import Nest, Region, make_nest
+from tensorir.schedule.schedule import MAX_LANES, Schedule, ScheduleError, Stage
 from tensorir.schedule.te import IterVar, PlaceholderOp, Reduce, Tensor, TensorLoad
 
 COMBINE = {"sum": "+", "prod": "*", "max": "max", "min": "min"}
-Region = tuple[tuple[Expr, int], ...]  # per dimension: (first index, extent)
 Producers = dict[int, list[tuple[Buffer | None, Stmt]]]  # loop position -> (buffer to allocate, stmt)
 Conds = dict[int, list[Expr]]  # loop position -> guards (position -1: around the whole nest)
 
@@ -74,24 +75,6 @@ class _Realized:
     buffer: Buffer
     bases: tuple[Expr, ...]  # tensor coordinates of the buffer's element 0
     place: Callable[..., Sequence[Expr]] | None = None  # tensor coordinates -> the buffer's (scan.py)
-
-
-@dataclass
-class _Nest:
-    """The loops of one stage: leaves (outermost first) and the root axes' coordinates."""
-
-    stage: Stage
-    leaves: list[IterVar]
-    vars: list[Var]
-    extents: list[int]
-    coords: dict[IterVar, Expr]  # root axis -> tensor coordinate, in terms of `vars`
-    conds: list[Expr]
-    merged: set[int]  # positions bound to a GPU tag an enclosing loop binds: no loop of their own
-
-    def level(self, e: Expr) -> int:
-        """Position of the innermost of this nest's loops that `e` uses (-1: none)."""
-        used = {n for n in walk(e) if isinstance(n, Var)}
-        return max((p for p, v in enumerate(self.vars) if v in used), default=-1)
 
 
 def flatten(index: Sequence[Expr], shape: Sequence[int]) -> Expr:
@@ -104,14 +87,6 @@ def flatten(index: Sequence[Expr], shape: Sequence[int]) -> Expr:
     return acc
 
 
-def _unique(name: str, taken: set[str]) -> str:
-    out, n = name, 1
-    while out in taken:
-        out, n = f"{name}_{n}", n + 1
-    taken.add(out)
-    return out
-
-
 def _offset(i: Expr, base: Expr) -> Expr:
     return i if base == Const(0) else i - base
 
@@ -121,36 +96,6 @@ def _all(conds: Sequence[Expr]) -> Expr:
     for c in conds[1:]:
         out = BinOp("and", out, c)
     return out
-
-
-def _leaf_extents(st: Stage, root_ext: dict[IterVar, int]) -> dict[IterVar, int]:
-    ext = dict(root_ext)
-    for rel in st.relations:
-        if isinstance(rel, Split):
-            ext[rel.outer], ext[rel.inner] = split_extents(ext[rel.parent], rel.factor, rel.nparts)
-        else:
-            n = 1
-            for a in rel.axes:
-                n *= ext[a]
-            ext[rel.fused] = n
-    return ext
-
-
-def _root_values(st: Stage, ext: dict[IterVar, int], vals: dict[IterVar, Expr]) -> list[Expr]:
-    """Fill `vals` (leaf values given) back to the roots; returns the split guards."""
-    guards = []
-    for rel in reversed(st.relations):
-        if isinstance(rel, Split):
-            vals[rel.parent] = vals[rel.outer] * ext[rel.inner] + vals[rel.inner]
-            if ext[rel.outer] * ext[rel.inner] != ext[rel.parent]:
-                guards.append(vals[rel.parent] < ext[rel.parent])
-        elif isinstance(rel, Fuse):
-            rest = vals[rel.fused]
-            for a in reversed(rel.axes[1:]):
-                vals[a] = rest % ext[a]
-                rest = rest // ext[a]
-            vals[rel.axes[0]] = rest
-    return guards
 
 
 def _loads_of(e: Expr, t: Tensor) -> list[TensorLoad]:
@@ -266,50 +211,8 @@ class _Lowerer:
         return body
 
     # ---- one stage ---------------------------------------------------------------------
-    def make_nest(self, st: Stage, region: Region | None, taken: set[str]) -> _Nest:
-        shape = st.tensor.shape
-        region = region or tuple((Const(0), d) for d in shape)
-        root_ext = {a: e for a, (_, e) in zip(st.op.axis, region, strict=True)}
-        root_ext.update({a: a.extent for a in st.op.reduce_axis})
-        ext = _leaf_extents(st, root_ext)
-        used = set(taken)
-        vars_, merged, guards = self._leaf_vars(st, ext, used)
-        vals: dict[IterVar, Expr] = dict(zip(st.leaves, vars_, strict=True))
-        conds = guards + _root_values(st, ext, vals)
-        coords = {a: vals[a] for a in st.op.reduce_axis}
-        for a, (base, e), full in zip(st.op.axis, region, shape, strict=True):
-            coords[a] = base + vals[a] if e < full or base != Const(0) else vals[a]
-            if e < full:  # a compute_at region may run past the tensor's edge
-                conds += [coords[a] < full, coords[a] >= 0]
-        return _Nest(st, list(st.leaves), vars_, [ext[a] for a in st.leaves], coords, conds, merged)
-
-    def _leaf_vars(
-        self, st: Stage, ext: dict[IterVar, int], used: set[str]
-    ) -> tuple[list[Var], set[int], list[Expr]]:
-        """A variable per leaf: a fresh one, or the enclosing GPU loop's for a leaf bound to a
-        tag already bound outside (guarded when the leaf is narrower than that launch)."""
-        vars_: list[Var] = []
-        merged: set[int] = set()
-        guards: list[Expr] = []
-        for p, a in enumerate(st.leaves):
-            tag = st.threads.get(a)
-            if tag not in self.bound:
-                vars_.append(Var(_unique(a.name, used)))
-                continue
-            var, n = self.bound[tag]
-            if ext[a] > n:
-                raise ScheduleError(
-                    f"lower: axis {a.name} of {st.name} has {ext[a]} iterations bound to {tag}, "
-                    f"which the enclosing loop launches {n} wide; split it by {n} first"
-                )
-            vars_.append(var)
-            merged.add(p)
-            if ext[a] < n:
-                guards.append(var < ext[a])
-        return vars_, merged, guards
-
     def stage_stmt(self, st: Stage, region: Region | None, taken: set[str]) -> Stmt:
-        nest = self.make_nest(st, region, taken)
+        nest = make_nest(st, region, taken, self.bound)
         saved = dict(self.ranges)
         self.ranges.update({v: (0, e - 1) for v, e in zip(nest.vars, nest.extents, strict=True)})
         body = substitute(self.body_of(st), nest.coords)
@@ -319,7 +222,7 @@ class _Lowerer:
         self.ranges = saved
         return stmt
 
-    def _check_kinds(self, nest: _Nest, producers: Producers) -> None:
+    def _check_kinds(self, nest: Nest, producers: Producers) -> None:
         for p, leaf in enumerate(nest.leaves):
             if nest.stage.kinds.get(leaf) is not ForKind.VECTORIZED:
                 continue
@@ -331,7 +234,7 @@ class _Lowerer:
             if nest.extents[p] > MAX_LANES:
                 raise ScheduleError(f"lower: {where} has {nest.extents[p]} lanes (max {MAX_LANES})")
 
-    def producers(self, nest: _Nest, body: Expr, taken: set[str]) -> Producers:
+    def producers(self, nest: Nest, body: Expr, taken: set[str]) -> Producers:
         """Build the stages computed at this nest's loops: {position: [(buffer to allocate, stmt)]}.
         Regions are inferred consumers first, so a stage read by siblings computed at the same
         loop (softmax's exp, read by the sum and the output) covers what they read too."""
@@ -364,7 +267,7 @@ class _Lowerer:
             out.setdefault(pos, []).append((alloc, stmt))
         return out
 
-    def _bound_at(self, nest: _Nest, pos: int) -> dict[str, tuple[Var, int]]:
+    def _bound_at(self, nest: Nest, pos: int) -> dict[str, tuple[Var, int]]:
         """GPU tags bound around loop `pos` of `nest`: (loop var, launch extent)."""
         bound = dict(self.bound)
         for q in range(pos + 1):
@@ -373,14 +276,14 @@ class _Lowerer:
                 bound[tag] = (nest.vars[q], nest.extents[q])
         return bound
 
-    def _group_vars(self, nest: _Nest, pos: int) -> dict[Expr, Range]:
+    def _group_vars(self, nest: Nest, pos: int) -> dict[Expr, Range]:
         """The work-item ids around loop `pos`, swept: a shared buffer holds what the
         whole work-group reads."""
         return {
             v: (0, n - 1) for tag, (v, n) in self._bound_at(nest, pos).items() if tag.startswith("local.")
         }
 
-    def _with_barriers(self, nest: _Nest, pos: int, stmt: Stmt) -> Stmt:
+    def _with_barriers(self, nest: Nest, pos: int, stmt: Stmt) -> Stmt:
         """A cooperative load into shared memory: a barrier after it (its writes visible to
         the group) and, when a serial loop around repeats it, one before (nobody still reads
         the previous contents)."""
@@ -390,7 +293,7 @@ class _Lowerer:
         )
         return Seq((Barrier(), stmt, Barrier())) if repeated else Seq((stmt, Barrier()))
 
-    def _attach_pos(self, p_st: Stage, nest: _Nest) -> int:
+    def _attach_pos(self, p_st: Stage, nest: Nest) -> int:
         pos = next((i for i, a in enumerate(nest.leaves) if a is p_st.attach[2]), None)
         if pos is None:
             where = f"{nest.stage.name}'s axis {p_st.attach[2].name}"
@@ -413,7 +316,7 @@ class _Lowerer:
     def infer_region(
         self,
         p_st: Stage,
-        nest: _Nest,
+        nest: Nest,
         pos: int,
         body: Expr,
         readers: Sequence[tuple[Stage, Region]] = (),
@@ -449,7 +352,7 @@ class _Lowerer:
         return substitute(self.body_of(q), mapping), ranged
 
     # ---- assembling loops ----------------------------------------------------------------
-    def assemble(self, nest: _Nest, body: Expr, producers: Producers) -> Stmt:
+    def assemble(self, nest: Nest, body: Expr, producers: Producers) -> Stmt:
         st = nest.stage
         own = self.realized[id(st.tensor)]
         index = self.flat_index(own, [nest.coords[a] for a in st.op.axis])
@@ -475,7 +378,7 @@ class _Lowerer:
         return self.wrap(nest, -1, conds, {}, stmt)
 
     def loops(
-        self, nest: _Nest, positions: list[int], inner: Stmt, conds: Conds, producers: Producers
+        self, nest: Nest, positions: list[int], inner: Stmt, conds: Conds, producers: Producers
     ) -> Stmt:
         body = inner
         for p in reversed(positions):
@@ -488,7 +391,7 @@ class _Lowerer:
             body = For(nest.vars[p], Const(0), Const(nest.extents[p]), kind, body, tag)
         return body
 
-    def wrap(self, nest: _Nest, p: int, conds: Conds, producers: Producers, body: Stmt) -> Stmt:
+    def wrap(self, nest: Nest, p: int, conds: Conds, producers: Producers, body: Stmt) -> Stmt:
         """Producers computed at loop position p, then the guards of that level, around body."""
         for buf, stmt in reversed(producers.get(p, [])):
             body = Seq((stmt, body))

@@ -5,9 +5,10 @@
 change a stage's loop nest and are recorded in `s.trace` (see trace.py); an illegal
 request raises `ScheduleError` saying why and records nothing.
 
-Loop structure (split, fuse, reorder, tile) and loop kinds (vectorize, unroll, parallel)
-live on the stage; placement (compute_at, compute_inline) and new stages (cache_write,
-pack) are in placement.py. `lower()` turns the result into a LoopFunc.
+Loop structure (split, fuse, reorder, tile; the split / fuse records: relations.py) and
+loop kinds (vectorize, unroll, parallel) live on the stage; placement (compute_at,
+compute_inline) and new stages (cache_write, pack) are in placement.py. `lower()` turns the
+result into a LoopFunc.
 
     s[C].split(i, factor=4)                 for i_o in range(0, 16):
     for i in range(0, 64):          ->        for i_i in range(0, 4):
@@ -19,11 +20,11 @@ from __future__ import annotations
 import functools
 import numbers
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from tensorir.errors import TirError
 from tensorir.loop.ir import THREAD_TAGS, ForKind
+from tensorir.schedule.relations import Fuse, Split, split_extents
 from tensorir.schedule.te import ComputeOp, IterVar, PlaceholderOp, Tensor
 from tensorir.schedule.trace import Trace
 
@@ -32,25 +33,6 @@ MAX_LANES = 64  # widest vector a vectorized loop may become
 
 class ScheduleError(TirError):
     """An illegal schedule request (the message says which and why)."""
-
-
-@dataclass(frozen=True)
-class Split:
-    """parent = outer * factor + inner (guarded when the factor does not divide)."""
-
-    parent: IterVar
-    outer: IterVar
-    inner: IterVar
-    factor: int | None
-    nparts: int | None
-
-
-@dataclass(frozen=True)
-class Fuse:
-    """fused enumerates `axes` row-major (the last one fastest)."""
-
-    axes: tuple[IterVar, ...]
-    fused: IterVar
 
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -74,14 +56,6 @@ def traced(fn: F) -> F:
 
     wrapper.traced = True  # type: ignore[attr-defined]
     return wrapper  # type: ignore[return-value]
-
-
-def split_extents(extent: int, factor: int | None, nparts: int | None) -> tuple[int, int]:
-    """(outer, inner) extents of a split."""
-    if factor is not None:
-        return -(-extent // factor), factor
-    assert nparts is not None
-    return nparts, -(-extent // nparts)
 
 
 def positive_int(what: str, value: Any) -> int:
