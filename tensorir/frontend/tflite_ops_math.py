@@ -4,13 +4,13 @@ SELECT / SELECT_V2 (what `tf.where` and DivNoNan convert to; Spotify Basic Pitch
 normalization uses all but RSQRT).
 
 Elementwise, so each follows its operands' layout as the binary ops of tflite_ops.py do: on the
-channels-first twins when an operand has one (tflite_ops.elementwise_operands).
+channels-first twins when an operand has one (tflite_ops_common.elementwise_operands).
 """
 
 from __future__ import annotations
 
 from tensorir.frontend.tflite import TfliteContext, TflOp
-from tensorir.frontend.tflite_ops import converter, elementwise_operands, first_operand, set_output
+from tensorir.frontend.tflite_ops_common import converter, elementwise_operands, first_operand, set_output
 from tensorir.graph.graph import Value
 
 _COMPARE = {

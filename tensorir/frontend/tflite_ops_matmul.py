@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from tensorir.errors import UnsupportedOpError
 from tensorir.frontend.tflite import TfliteContext, TflOp
-from tensorir.frontend.tflite_ops import converter
+from tensorir.frontend.tflite_ops_common import converter
 from tensorir.graph.graph import Value
 
 
