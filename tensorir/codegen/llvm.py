@@ -72,6 +72,13 @@ class FuncEmitter(ExprEmitter):
     def _s_Store(self, s: ir.Store) -> None:
         self.store(s.buffer, s.index, s.value)
 
+    def _s_Prefetch(self, s: ir.Prefetch) -> None:
+        """llvm.prefetch(ptr, read, locality 2, data): into L2 (x86 prefetcht1, AArch64
+        prfm pldl2keep), where a kernel keeps the weights it streams."""
+        p = self.address(s.buffer, self.expr(s.index))
+        self.ctx.intrinsic("llvm.prefetch.p0", "void", ["ptr", "i32", "i32", "i32"])
+        self.emit(f"call void @llvm.prefetch.p0(ptr {p}, i32 0, i32 2, i32 1)")
+
     def _s_LetStmt(self, s: ir.LetStmt) -> None:
         v = self.cast(self.expr(s.value), s.var.dtype)
         old = self.env.get(s.var)

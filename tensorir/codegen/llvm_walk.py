@@ -44,8 +44,8 @@ def _walk(node: object, bound: frozenset, local: frozenset, u: Usage) -> None:
         if node not in bound and node not in u.free_vars:
             u.free_vars.append(node)
         return
-    if isinstance(node, ir.Load | ir.Store) and node.buffer not in local:
-        lst = u.loaded if isinstance(node, ir.Load) else u.stored
+    if isinstance(node, ir.Load | ir.Store | ir.Prefetch) and node.buffer not in local:
+        lst = u.stored if isinstance(node, ir.Store) else u.loaded
         if node.buffer not in lst:
             lst.append(node.buffer)
     if isinstance(node, ir.For):

@@ -139,6 +139,9 @@ class _Renderer(ExprRenderer):
     def _s_Store(self, s: ir.Store) -> None:
         self.store(s)
 
+    def _s_Prefetch(self, s: ir.Prefetch) -> None:
+        pass  # a CPU cache hint: GPU kernels read through their own caches
+
     def _s_Barrier(self, s: ir.Barrier) -> None:
         fence = "CLK_LOCAL_MEM_FENCE" if s.scope == "shared" else "CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE"
         self.emit(f"barrier({fence});")

@@ -37,6 +37,7 @@ from tensorir.loop.ir import (
     Load,
     LoopFunc,
     Not,
+    Prefetch,
     Ramp,
     Select,
     Seq,
@@ -310,8 +311,13 @@ def _let(s: LetStmt) -> StmtFn:
     return let
 
 
+def _prefetch(s: Prefetch) -> StmtFn:
+    return lambda v, b: None  # a cache hint: no value changes
+
+
 _STMT_BUILDERS: dict[type, Callable[[Any], StmtFn]] = {
     Store: _store,
+    Prefetch: _prefetch,
     For: _for,
     Seq: _seq,
     If: _if,

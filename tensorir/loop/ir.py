@@ -375,6 +375,17 @@ class Barrier(Stmt):
 
 
 @dataclass(frozen=True)
+class Prefetch(Stmt):
+    """A hint: fetch the cache line holding `buffer[index]` toward the core ahead of its
+    loads (LLVM `llvm.prefetch`, read, into L2: x86 `prefetcht1`, AArch64 `prfm pldl2keep`).
+    It never faults and changes no value; the interpreter and OpenCL ignore it. `index` is a
+    scalar element index inside the buffer."""
+
+    buffer: Buffer
+    index: Expr
+
+
+@dataclass(frozen=True)
 class LetStmt(Stmt):
     """Bind `var` to `value` inside `body` (computed once)."""
 

@@ -37,6 +37,7 @@ from tensorir.loop.ir import (
     Load,
     LoopFunc,
     Not,
+    Prefetch,
     Ramp,
     Select,
     Seq,
@@ -184,6 +185,8 @@ def _stmt_lines(s: Stmt, depth: int, out: list[str]) -> None:
         _stmt_lines(s.body, depth, out)
     elif isinstance(s, Barrier):
         out.append(f'{pad}barrier("{s.scope}")')
+    elif isinstance(s, Prefetch):
+        out.append(f"{pad}prefetch({s.buffer.name}[{expr_text(s.index)}])")
     elif isinstance(s, LetStmt):
         out.append(f"{pad}{s.var.name} = {expr_text(s.value)}")
         _stmt_lines(s.body, depth, out)

@@ -37,6 +37,7 @@ from tensorir.loop.ir import (
     Load,
     LoopFunc,
     Not,
+    Prefetch,
     Ramp,
     Select,
     Seq,
@@ -223,6 +224,11 @@ class _Verifier:
     def s_Barrier(self, s: Barrier) -> None:
         if not self.threads:
             self.fail("a barrier outside GPU loops")
+
+    def s_Prefetch(self, s: Prefetch) -> None:
+        self.access(s.buffer, s.index)
+        if s.index.lanes != 1:
+            self.fail(f"prefetch of {s.buffer.name} at an index of {s.index.lanes} lanes")
 
     def s_LetStmt(self, s: LetStmt) -> None:
         self.expr(s.value)

@@ -62,6 +62,7 @@ from tensorir.loop.visitor import map_exprs, substitute, walk
 from tensorir.schedule.allreduce import assemble_allreduce, bound_reduce_pos
 from tensorir.schedule.bounds import hoist_selects, sym_bound, window
 from tensorir.schedule.nest import Nest, Region, make_nest
+from tensorir.schedule.prefetch import PrefetchSpec, prefetch_stmt
 from tensorir.schedule.schedule import MAX_LANES, Schedule, ScheduleError, Stage
 from tensorir.schedule.te import IterVar, PlaceholderOp, Reduce, Tensor, TensorLoad
 
@@ -391,8 +392,20 @@ class _Lowerer:
             body = For(nest.vars[p], Const(0), Const(nest.extents[p]), kind, body, tag)
         return body
 
+    def _prefetch(self, nest: Nest, p: int, spec: PrefetchSpec) -> Stmt:
+        r = self.realized.get(id(spec.tensor))
+        if r is None or not self._is_arg(spec.tensor):
+            raise ScheduleError(f"lower: {nest.stage.name} prefetches {spec.tensor.name}, not an input")
+        inner = _zero_inner(nest, p)
+        coords = {a: simplify(substitute(c, inner)) for a, c in nest.coords.items()}
+        return prefetch_stmt(spec, coords, r.buffer)
+
     def wrap(self, nest: Nest, p: int, conds: Conds, producers: Producers, body: Stmt) -> Stmt:
-        """Producers computed at loop position p, then the guards of that level, around body."""
+        """Producers computed at loop position p, then the guards of that level, around body;
+        the prefetches asked for at that loop (prefetch.py) first."""
+        for spec in nest.stage.prefetches if p >= 0 else ():
+            if spec.at is nest.leaves[p]:
+                body = Seq((self._prefetch(nest, p, spec), body))
         for buf, stmt in reversed(producers.get(p, [])):
             body = Seq((stmt, body))
             if buf is not None:
@@ -400,6 +413,10 @@ class _Lowerer:
         if conds.get(p):
             body = If(_all(conds[p]), body)
         return body
+
+
+def _zero_inner(nest: Nest, p: int) -> dict[Var, Expr]:
+    return {v: Const(0, v.dtype) for v in nest.vars[p + 1 :]}
 
 
 def check_barriers(s: Stmt, local: frozenset[Var] = frozenset(), guarded: bool = False) -> None:

@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 
 from tensorir.errors import TirError
 from tensorir.loop.ir import THREAD_TAGS, ForKind
+from tensorir.schedule.prefetch import PrefetchSpec
 from tensorir.schedule.relations import Fuse, Split, split_extents
 from tensorir.schedule.te import ComputeOp, IterVar, PlaceholderOp, Tensor
 from tensorir.schedule.trace import Trace
@@ -78,6 +79,7 @@ class Stage:
         self.kinds: dict[IterVar, ForKind] = {}
         self.threads: dict[IterVar, str] = {}  # GPU-bound leaves -> "group.x" ... "local.z"
         self.attach: tuple[Any, ...] = ("root",)  # ("inline",) | ("at", stage, axis)
+        self.prefetches: list[PrefetchSpec] = []
         self.axes: dict[str, IterVar] = {a.name: a for a in self.leaves}
 
     def __repr__(self) -> str:
@@ -258,6 +260,31 @@ class Stage:
           C[i] = C[i] + A[i*2 + k]                C[i] = C[i] + A[i*2 + 1]
         """
         self._annotate(axis, ForKind.UNROLLED, "unroll")
+
+    @traced
+    def prefetch(
+        self,
+        tensor: Tensor,
+        at: IterVar,
+        terms: Sequence[Sequence[Any]],
+        offset: int,
+        count: int,
+        stride: int,
+    ) -> None:
+        """At the top of each iteration of loop `at`, prefetch `count` elements of input
+        `tensor`, `stride` apart, from offset + sum(mul * (coord(axis) // div)) over `terms`
+        [(root axis, mul, div)] (prefetch.py)."""
+        self.check_leaf(at, "prefetch")
+        roots = [*self.op.axis, *self.op.reduce_axis]
+        spec_terms = []
+        for axis, mul, div in terms:
+            if not any(axis is a for a in roots):
+                raise ScheduleError(
+                    f"prefetch: {getattr(axis, 'name', axis)!r} is no root axis of {self.name}"
+                )
+            spec_terms.append((axis, int(mul), positive_int("prefetch divisor", div)))
+        n, step = positive_int("prefetch count", count), positive_int("prefetch stride", stride)
+        self.prefetches.append(PrefetchSpec(tensor, at, tuple(spec_terms), int(offset), n, step))
 
     @traced
     def parallel(self, axis: IterVar) -> None:
