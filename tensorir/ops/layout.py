@@ -401,6 +401,11 @@ def schedule_conv_nchwc(s: Any, outputs: Sequence[Any], target: Any, wide_tile: 
         red = [red[1], red[2], red[0], red[3]]
     acc.reorder(ab, ah, *red, aw, am, ju, jw)
     register_tile_inner(acc, (aw, am, ju), jw, red, dense, arm_taps, target)
+    if dense and wide == 1 and not arm_taps:  # large weights: the next group's streamed ahead
+        from tensorir.ops.weight_stream import prefetch_next_group
+
+        w = next(t for t in s.reads(acc) if len(t.shape) == 6)
+        prefetch_next_group(acc, w, mb, oh.extent, wo.extent, pixels, red, target)
 
 
 def register_tile_inner(
