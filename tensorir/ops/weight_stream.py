@@ -42,9 +42,10 @@ def prefetch_next_group(
     block_elems = math.prod(w.shape[1:])
     groups = w.shape[0] // mb
     nbytes = w.shape[0] * block_elems * elem_bytes(w.dtype)
+    if groups < 2 or len(red) < 4:  # no next group to fetch
+        return
     default = nbytes >= PREFETCH_MIN_BYTES and red[-1].extent >= MIN_INNER_CHANNELS
-    on = knob("prefetch_weights", [0, 1], int(default))
-    if not on or groups < 2 or len(red) < 4:
+    if not knob("prefetch_weights", [0, 1], int(default)):
         return
     _, _, ah, aw, _ = acc.op.axis
     am = acc.op.axis[1]

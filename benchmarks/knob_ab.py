@@ -1,0 +1,100 @@
+"""A schedule knob pinned in every task of a model against the defaults, whole model, side by
+side with onnxruntime in the same interleaved rounds; `--profile` adds the kernels whose
+in-model time moved (each kernel timed in place, in model order, `Module.profile`).
+
+    python -m benchmarks.knob_ab resnet50 prefetch_weights=0
+    python -m benchmarks.knob_ab mobilenet_v2_96 outer_order=rows --threads 1 2 --profile
+
+A model is a zoo name (benchmarks/zoo.py) or an .onnx file. The pinned build is compiled with
+a record per task whose space has the knob (a task without it keeps its defaults); values are
+Python literals (`ow_tile=4`, `outer_order=rows`). Prints per thread count the medians, pinned
+/ default and how many tasks took the pin.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+from pathlib import Path
+
+
+def parse_pins(pairs: list[str]) -> dict[str, object]:
+    """`name=value` pairs -> {name: literal value} (a bare word stays a string)."""
+    pins: dict[str, object] = {}
+    for pair in pairs:
+        name, sep, text = pair.partition("=")
+        if not sep or not name:
+            raise SystemExit(f"knob_ab: {pair!r}: expected NAME=VALUE")
+        try:
+            pins[name] = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            pins[name] = text
+    return pins
+
+
+def pinned_records(model, pins: dict[str, object]) -> dict:
+    """task key -> the pins its space has."""
+    from autotune.task import extract_tasks, load_graph
+
+    records = {}
+    for task in extract_tasks(load_graph(model)):
+        space = task.space()
+        names = {k.name for algo in space.algorithms for k in space.knobs(algo)}
+        config = {k: v for k, v in pins.items() if k in names}
+        if config:
+            records[task.key] = config
+    return records
+
+
+def _moved(a, b, feeds, rounds: int) -> list[str]:
+    import numpy as np
+
+    pa, pb = [], []
+    for _ in range(rounds):
+        pa.append([r["seconds"] for r in a.profile(feeds, repeat=3)])
+        pb.append([r["seconds"] for r in b.profile(feeds, repeat=3)])
+    ta, tb = np.median(pa, axis=0), np.median(pb, axis=0)
+    lines = [f"  kernel sums: default {ta.sum() * 1e3:.3f} ms, pinned {tb.sum() * 1e3:.3f} ms"]
+    for k, x, y in zip(a.manifest["kernels"], ta, tb, strict=True):
+        if abs(x - y) > 0.03 * x + 4e-6:
+            label = f"{k['symbol'][:20]:<20} {k.get('workload', '')[:58]:<58}"
+            lines.append(f"  {label} {x * 1e3:8.3f} {y * 1e3:8.3f}")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> None:
+    import tensorir as tir
+    from benchmarks.compare import _interleaved, _ort_session
+    from benchmarks.fuse_ab import _feeds, _model
+
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("model")
+    p.add_argument("pins", nargs="+", metavar="KNOB=VALUE")
+    p.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    p.add_argument("--runs", type=int, default=20)
+    p.add_argument("--profile", action="store_true", help="also the kernels whose in-model time moved")
+    args = p.parse_args(argv)
+    pins = parse_pins(args.pins)
+    model = _model(args.model)
+    feeds = _feeds(model, {})
+    records = pinned_records(model, pins)
+    default, pinned = tir.compile(model), tir.compile(model, records=records)
+    name = Path(args.model).stem
+    print(f"{name}: {pins} pinned in {len(records)} tasks")
+    for n in args.threads:
+        default.set_num_threads(n)
+        pinned.set_num_threads(n)
+        sess = _ort_session(model, n)
+        fns = [default.bind(feeds), pinned.bind(feeds), lambda s=sess: s.run(None, feeds)]
+        t_a, t_b, t_ort = _interleaved(fns, args.runs, 5)
+        print(
+            f"  {n} thread(s): default {t_a * 1e3:.3f} ms, pinned {t_b * 1e3:.3f} ms, onnxruntime "
+            f"{t_ort * 1e3:.3f} ms; pinned / default {t_b / t_a:.3f}",
+            flush=True,
+        )
+        if args.profile:
+            print("\n".join(_moved(default, pinned, feeds, 7)))
+
+
+if __name__ == "__main__":
+    main()
