@@ -77,6 +77,15 @@ def _interleaved(fns: list, runs: int, warmup: int) -> list[float]:
     return [float(np.median(t)) for t in times]
 
 
+def beside_ort(mods: list, model, feeds: dict, threads: int, runs: int) -> list[float]:
+    """Median seconds of each compiled module and then onnxruntime at `threads`, interleaved."""
+    for m in mods:
+        m.set_num_threads(threads)
+    sess = _ort_session(model, threads)
+    fns = [m.bind(feeds) for m in mods] + [lambda: sess.run(None, feeds)]
+    return _interleaved(fns, runs, 5)
+
+
 def bench_model(
     name: str, threads: list[int], runs: int, warmup: int, records=None, tuned_records=None
 ) -> list[dict]:

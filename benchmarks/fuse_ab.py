@@ -42,7 +42,7 @@ def _merged(mod) -> int:
 
 def main(argv: list[str] | None = None) -> None:
     import tensorir as tir
-    from benchmarks.compare import _interleaved, _ort_session
+    from benchmarks.compare import beside_ort
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("models", nargs="+")
@@ -60,11 +60,7 @@ def main(argv: list[str] | None = None) -> None:
         on = tir.compile(model, input_shapes=fixed, fuse_dwpw=True)
         off = tir.compile(model, input_shapes=fixed, fuse_dwpw=False)
         for n in args.threads:
-            on.set_num_threads(n)
-            off.set_num_threads(n)
-            sess = _ort_session(model, n)
-            fns = [on.bind(feeds), off.bind(feeds), lambda s=sess: s.run(None, feeds)]
-            t_on, t_off, t_ort = _interleaved(fns, args.runs, 5)
+            t_on, t_off, t_ort = beside_ort([on, off], model, feeds, n, args.runs)
             print(
                 f"{Path(name).stem:<20} {n:>3} {t_on * 1e3:>10.3f} {t_off * 1e3:>9.3f} {t_ort * 1e3:>8.3f} "
                 f"{t_on / t_off:>6.3f} {t_on / t_ort:>6.3f} {_merged(on)}"

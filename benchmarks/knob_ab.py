@@ -46,25 +46,26 @@ def pinned_records(model, pins: dict[str, object]) -> dict:
     return records
 
 
-def _moved(a, b, feeds, rounds: int) -> list[str]:
+def _moved(a, b, rounds: int) -> list[str]:
+    """The workloads whose in-model time (all their kernels) moved by more than 3%."""
     import numpy as np
 
-    pa, pb = [], []
-    for _ in range(rounds):
-        pa.append([r["seconds"] for r in a.profile(feeds, repeat=3)])
-        pb.append([r["seconds"] for r in b.profile(feeds, repeat=3)])
-    ta, tb = np.median(pa, axis=0), np.median(pb, axis=0)
+    from autotune.model_check import profile_interleaved
+
+    pa, pb = profile_interleaved([a, b], rounds)
+    keys = [k for k in pa[0] if k in pb[0]]  # a pinned model-level knob may change the kernels
+    ta = np.median([[r[k] for k in keys] for r in pa], axis=0)
+    tb = np.median([[r[k] for k in keys] for r in pb], axis=0)
     lines = [f"  kernel sums: default {ta.sum() * 1e3:.3f} ms, pinned {tb.sum() * 1e3:.3f} ms"]
-    for k, x, y in zip(a.manifest["kernels"], ta, tb, strict=True):
+    for key, x, y in zip(keys, ta, tb, strict=True):
         if abs(x - y) > 0.03 * x + 4e-6:
-            label = f"{k['symbol'][:20]:<20} {k.get('workload', '')[:58]:<58}"
-            lines.append(f"  {label} {x * 1e3:8.3f} {y * 1e3:8.3f}")
+            lines.append(f"  {key[:78]:<78} {x * 1e3:8.3f} {y * 1e3:8.3f}")
     return lines
 
 
 def main(argv: list[str] | None = None) -> None:
     import tensorir as tir
-    from benchmarks.compare import _interleaved, _ort_session
+    from benchmarks.compare import beside_ort
     from benchmarks.fuse_ab import _feeds, _model
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -82,18 +83,14 @@ def main(argv: list[str] | None = None) -> None:
     name = Path(args.model).stem
     print(f"{name}: {pins} pinned in {len(records)} tasks")
     for n in args.threads:
-        default.set_num_threads(n)
-        pinned.set_num_threads(n)
-        sess = _ort_session(model, n)
-        fns = [default.bind(feeds), pinned.bind(feeds), lambda s=sess: s.run(None, feeds)]
-        t_a, t_b, t_ort = _interleaved(fns, args.runs, 5)
+        t_a, t_b, t_ort = beside_ort([default, pinned], model, feeds, n, args.runs)
         print(
             f"  {n} thread(s): default {t_a * 1e3:.3f} ms, pinned {t_b * 1e3:.3f} ms, onnxruntime "
             f"{t_ort * 1e3:.3f} ms; pinned / default {t_b / t_a:.3f}",
             flush=True,
         )
         if args.profile:
-            print("\n".join(_moved(default, pinned, feeds, 7)))
+            print("\n".join(_moved(default, pinned, 7)))
 
 
 if __name__ == "__main__":
