@@ -66,7 +66,8 @@ def _moved(a, b, rounds: int) -> list[str]:
 def main(argv: list[str] | None = None) -> None:
     import tensorir as tir
     from benchmarks.compare import beside_ort
-    from benchmarks.fuse_ab import _feeds, _model
+    from benchmarks.fuse_ab import _model
+    from benchmarks.zoo import sample_inputs
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("model")
@@ -77,7 +78,7 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     pins = parse_pins(args.pins)
     model = _model(args.model)
-    feeds = _feeds(model, {})
+    feeds = sample_inputs(model)  # integer inputs (BERT's mask) as the model expects them
     records = pinned_records(model, pins)
     default, pinned = tir.compile(model), tir.compile(model, records=records)
     name = Path(args.model).stem
