@@ -47,8 +47,7 @@ def prefetch_next_group(
     default = nbytes >= PREFETCH_MIN_BYTES and red[-1].extent >= MIN_INNER_CHANNELS
     if not knob("prefetch_weights", [0, 1], int(default)):
         return
-    _, _, ah, aw, _ = acc.op.axis
-    am = acc.op.axis[1]
+    _, am, ah, aw, _ = acc.op.axis
     line = LINE_BYTES // elem_bytes(w.dtype)
     outer = list(red[:3])
     steps = math.prod(a.extent for a in outer)

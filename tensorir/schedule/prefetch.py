@@ -16,11 +16,11 @@ each clamped into the tensor, where coord(axis) is the stage's coordinate on one
 root axes (data or reduction) at that point of the nest: loops inside `at` count as 0.
 
     for r in range(0, 4):                      for r in range(0, 4):
-      for k in range(0, 64):           ->        prefetch(W[min(r*64 + 256, 1023)])
+      for k in range(0, 64):           ->        prefetch(W[min(r*64 + 64, 255)])
         acc[...] += W[r*64 + k] * ...            for k in range(0, 64):
                                                    acc[...] += W[r*64 + k] * ...
-    (`s[acc].prefetch(W, r, [(r, 64, 1)], offset=256, count=1, stride=16)`: the next
-    row's first line while this row runs)
+    (W: 4 x 64; `s[acc].prefetch(W, r, [(r, 64, 1)], offset=64, count=1, stride=16)`: the
+    next row's first line while this row runs)
 
 Prefetch never faults and changes no value (loop/ir.py: Prefetch), so a wrong request
 costs only bandwidth; the clamp keeps the address inside the tensor for LLVM.
