@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from tensorir.errors import TirError
-from tensorir.loop.ir import THREAD_TAGS, ForKind
+from tensorir.loop.ir import ForKind
 from tensorir.schedule.prefetch import PrefetchSpec
 from tensorir.schedule.relations import Fuse, Split, split_extents
 from tensorir.schedule.te import ComputeOp, IterVar, PlaceholderOp, Tensor
@@ -310,26 +310,9 @@ class Stage:
         work-item reduces its slice into a private partial, a tree over a shared array
         combines the partials and every work-item gets the result (allreduce.py).
         """
-        self.check_leaf(axis, "bind")
-        if tag not in THREAD_TAGS:
-            raise ScheduleError(f"bind: unknown tag {tag!r}; one of {', '.join(THREAD_TAGS)}")
-        if axis.kind == "reduce" and not tag.startswith("local."):
-            raise ScheduleError(
-                f"bind: {axis.name} is a reduction axis; only local.* (one work-group) can share it "
-                "(work-groups would race)"
-            )
-        bound_red = next((a for a in self.threads if a.kind == "reduce" and a is not axis), None)
-        if axis.kind == "reduce" and bound_red is not None:
-            raise ScheduleError(f"bind: reduction axis {bound_red.name} is already bound; bind one")
-        old = self.threads.get(axis)
-        if old is not None and old != tag:
-            raise ScheduleError(f"bind: axis {axis.name} is already bound to {old}")
-        other = next((a for a, t in self.threads.items() if t == tag and a is not axis), None)
-        if other is not None:
-            raise ScheduleError(f"bind: {tag} is already bound to axis {other.name} of stage {self.name}")
-        kind = ForKind.GPU_BLOCK if tag.startswith("group.") else ForKind.GPU_THREAD
-        self._annotate(axis, kind, "bind")
-        self.threads[axis] = tag
+        from tensorir.schedule.bind import bind
+
+        bind(self, axis, tag)
 
     # ---- placement (placement.py) ------------------------------------------------------
     @traced
