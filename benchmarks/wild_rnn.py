@@ -49,7 +49,7 @@ from benchmarks import wild
 from benchmarks.wild import WILD_DIR
 from benchmarks.wild_tf import ATOL, RTOL, cli, error  # the TensorFlow models' tolerance and CLI
 
-__all__ = ["ATOL", "MODELS", "RTOL", "error", "fetch", "run_both"]
+__all__ = ["ATOL", "MODELS", "RTOL", "compile_model", "error", "fetch", "run_both", "sample_feeds"]
 
 Results = dict[str, tuple[np.ndarray, np.ndarray]]  # output -> (ours, onnxruntime's)
 RATE, FRAME, CONTEXT = 16000, 512, 64  # Silero's 16 kHz framing: 512 new samples + 64 before
@@ -136,6 +136,44 @@ def plc_features(lossy: bool) -> np.ndarray:
     return (np.log(np.maximum(power, floor)) / 20).astype(np.float32)[None, None]
 
 
+def sample_feeds(name: str, lossy: bool = False) -> dict[str, np.ndarray]:
+    """The synthetic inputs of a model's check (module docstring); vad: one frame from the
+    voiced middle and a zero state (sr is given at import); plc_mos: the whole speech, or the
+    lossy copy, and one random rater embedding."""
+    zeros = np.zeros((1, 1, 128), np.float32)
+    if name == "vad_sequence":
+        return {"input": frames(speech()), "h": zeros, "c": zeros}
+    if name == "vad":
+        return {"input": frames(speech())[30][None], "state": np.zeros((2, 1, 128), np.float32)}
+    if name == "captcha_ocr":
+        return {"input1": captcha()}
+    if name == "denoiser":
+        return {"input": noisy_speech_features()}
+    if name == "plc_mos":
+        embed = np.random.default_rng(0).standard_normal((1, 64)).astype(np.float32)
+        return {"degraded_audio": plc_features(lossy), "rater_embed": embed}
+    raise KeyError(name)
+
+
+def compile_model(name: str, path: Path, target: str = "host", build: Path | None = None) -> Any:
+    """The compiled module a model's check runs (vad: its If on the sample rate resolved at
+    import with sr = 16000, written to `build`, default a new temporary folder)."""
+    import tensorir as tir
+
+    feeds = sample_feeds(name)
+    if name != "vad":
+        return tir.compile(str(path), target=target, input_shapes={k: v.shape for k, v in feeds.items()})
+    import tempfile
+
+    from tensorir.frontend.onnx import from_onnx
+    from tensorir.pipeline import compile_graph, load_folder
+
+    shapes = {"input": (1, CONTEXT + FRAME), "state": (2, 1, 128), "sr": ()}
+    graph = from_onnx(path, input_shapes=shapes, input_values={"sr": np.array(RATE, np.int64)})
+    out = build or Path(tempfile.mkdtemp(prefix="tir-vad-"))
+    return load_folder(compile_graph(graph, target, raw=path.read_bytes(), input_shapes=shapes).write(out))
+
+
 def _session(path: Path) -> Any:  # an onnxruntime.InferenceSession (imported lazily)
     import onnxruntime as ort
 
@@ -146,12 +184,8 @@ def _session(path: Path) -> Any:  # an onnxruntime.InferenceSession (imported la
 
 def run_sequence(path: Path, target: str, build: Path) -> Results:
     """The sequence model on the whole input at once: {output: (ours, onnxruntime's)}."""
-    import tensorir as tir
-
-    block = frames(speech())
-    zeros = np.zeros((1, 1, 128), np.float32)
-    feeds = {"input": block, "h": zeros, "c": zeros}
-    mod = tir.compile(str(path), target=target, input_shapes={k: v.shape for k, v in feeds.items()})
+    feeds = sample_feeds("vad_sequence")
+    mod = compile_model("vad_sequence", path, target)
     ours = mod.run(feeds)
     refs = _session(path).run(None, feeds)
     names = [o["name"] for o in mod.outputs]
@@ -161,13 +195,8 @@ def run_sequence(path: Path, target: str, build: Path) -> Results:
 def run_streaming(path: Path, target: str, build: Path, calls: int = 24) -> Results:
     """The streaming model frame by frame from the middle of the input, the state carried:
     {"output": per-call probabilities, "stateN": the last state} (ours, onnxruntime's)."""
-    from tensorir.frontend.onnx import from_onnx
-    from tensorir.pipeline import compile_graph, load_folder
-
     sr = np.array(RATE, np.int64)
-    shapes = {"input": (1, CONTEXT + FRAME), "state": (2, 1, 128), "sr": ()}
-    graph = from_onnx(path, input_shapes=shapes, input_values={"sr": sr})
-    mod = load_folder(compile_graph(graph, target, raw=path.read_bytes(), input_shapes=shapes).write(build))
+    mod = compile_model("vad", path, target, build)
     sess = _session(path)
     state = ref_state = np.zeros((2, 1, 128), np.float32)
     probs, ref_probs = [], []
@@ -179,37 +208,29 @@ def run_streaming(path: Path, target: str, build: Path, calls: int = 24) -> Resu
     return {"output": (np.concatenate(probs), np.concatenate(ref_probs)), "stateN": (state, ref_state)}
 
 
-def _one_in_one_out(path: Path, target: str, feed: str, x: np.ndarray, out: str) -> Results:
-    """A model of one input and one output, compiled for x's shape: {out: (ours, onnxruntime's)}."""
-    import tensorir as tir
-
-    mod = tir.compile(str(path), target=target, input_shapes={feed: x.shape})
-    (ours,) = mod.run({feed: x})
-    (ref,) = _session(path).run(None, {feed: x})
+def _one_in_one_out(name: str, path: Path, target: str, out: str) -> Results:
+    """A model of one input and one output on its sample input: {out: (ours, onnxruntime's)}."""
+    feeds = sample_feeds(name)
+    (ours,) = compile_model(name, path, target).run(feeds)
+    (ref,) = _session(path).run(None, feeds)
     return {out: (ours, ref)}
 
 
 def run_ocr(path: Path, target: str, build: Path) -> Results:
     """The captcha recognizer on a drawn captcha: {"logits": (ours, onnxruntime's)}."""
-    return _one_in_one_out(path, target, "input1", captcha(), "logits")
+    return _one_in_one_out("captcha_ocr", path, target, "logits")
 
 
 def run_denoiser(path: Path, target: str, build: Path) -> Results:
     """NSNet2 on the noisy speech's spectrum: {"gain": (ours, onnxruntime's)}, (1, 200, 161)."""
-    return _one_in_one_out(path, target, "input", noisy_speech_features(), "gain")
+    return _one_in_one_out("denoiser", path, target, "gain")
 
 
 def run_plc_mos(path: Path, target: str, build: Path) -> Results:
     """PLCMOS v2 on the whole and the lossy speech, one rater embedding, one compiled module:
     {"whole": (ours, onnxruntime's), "lossy": ...}, each a scalar score."""
-    import tensorir as tir
-
-    embed = np.random.default_rng(0).standard_normal((1, 64)).astype(np.float32)
-    feeds = {
-        k: {"degraded_audio": plc_features(k == "lossy"), "rater_embed": embed} for k in ("whole", "lossy")
-    }
-    shapes = {k: v.shape for k, v in feeds["whole"].items()}
-    mod = tir.compile(str(path), target=target, input_shapes=shapes)
+    feeds = {k: sample_feeds("plc_mos", lossy=k == "lossy") for k in ("whole", "lossy")}
+    mod = compile_model("plc_mos", path, target)
     sess = _session(path)
     return {k: (mod.run(f)[0], sess.run(None, f)[0]) for k, f in feeds.items()}
 

@@ -76,6 +76,7 @@ from tensorir.ops.nn_compute import half_sums
 from tensorir.passes import Pass, copy_graph
 from tensorir.passes.canonicalize import canonicalize
 from tensorir.passes.concat_in_place import ConcatSlices, concat_slices
+from tensorir.passes.conv1d_lift import conv1d_lift
 from tensorir.passes.cse import cse
 from tensorir.passes.dead_code import dead_code
 from tensorir.passes.fold_batchnorm import fold_batchnorm
@@ -122,6 +123,7 @@ def optimize(
         changed |= run(fold_batchnorm, g, "fold batchnorm" + tag)
         changed |= run(simplify, g, "simplify" + tag)
         changed |= run(transpose_sink, g, "transpose sink" + tag)
+        changed |= run(conv1d_lift, g, "conv1d lift" + tag)
         if not changed:
             break
     run(dead_code, g, "dead code")

@@ -13,6 +13,7 @@
   in the last bit).
 - `x * 0.5 * (1 + erf(x / sqrt(2)))` (the exact GELU written out) -> `gelu(x)`
   (passes/gelu_spelled.py).
+- `pow(x, 2)` -> `mul(x, x)` for float x (Silero VAD's STFT magnitude).
 - `identity` is removed (the ONNX frontend turns inference-mode Dropout into identity).
 
 Flatten-like reshapes are left alone. Before/After:
@@ -189,6 +190,17 @@ def gelu_spelled(g: Graph, nid: int) -> bool:
     return replace(g, nid, [add_op(g, "gelu", [x], {"approximate": "none"})])
 
 
+def pow_square(g: Graph, nid: int) -> bool:
+    """pow(x, 2) -> x * x (a multiply, not a call to powf, and one that fuses): both are the
+    correctly rounded square."""
+    x, e = g.inputs_of(nid)
+    if _scalar_const(g, e) != 2.0 or not is_float(g.type_of(x).dtype):
+        return False
+    if g.type_of(x) != g.node(nid).outputs[0]:  # a 2 of higher rank broadcasts x larger
+        return False
+    return replace(g, nid, [add_op(g, "mul", [x, x])])
+
+
 RULES: list[Rule] = [
     ("gemm", gemm_to_dense),  # gemm(a, b, c) -> dense(a', w) + c'
     ("matmul", matmul_to_dense),  # matmul(x, W) -> [reshape] dense(x, W.T) [reshape]
@@ -196,5 +208,6 @@ RULES: list[Rule] = [
     ("div", div_to_mul),  # x / c -> x * (1/c)
     ("mul", hard_swish_spelled),  # x * clip(x + 3, 0, 6) * (1/6) -> hard_swish(x)
     ("mul", gelu_spelled),  # x * 0.5 * (1 + erf(x / sqrt(2))) -> gelu(x)
+    ("pow", pow_square),  # pow(x, 2) -> x * x
     ("identity", forward_input),  # identity(x) -> x
 ]

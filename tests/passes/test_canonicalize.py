@@ -427,3 +427,28 @@ def test_gelu_lookalikes_stay_spelled_out(case):
     canonicalize(g)
     text = print_graph(g)
     assert "= gelu(" not in text and "erf(" in text
+
+
+def test_pow_two_becomes_a_square_and_other_exponents_stay():
+    g = Graph("pow")
+    x = g.add_input("x", TensorType((2, 3)))
+    (y,) = g.add_node("pow", [x, g.add_const(np.array(2.0, np.float32))])
+    (z,) = g.add_node("pow", [x, g.add_const(np.array([3.0], np.float32))])
+    g.set_outputs([("y", y), ("z", z)])
+    check_pass(
+        g,
+        canonicalize,
+        """
+        graph pow(%x: f32[2,3]) {
+          %c3 = constant f32[1] [3.]
+          %4 = pow(%x, %c3) : f32[2,3]
+          %5 = mul(%x, %x) : f32[2,3]
+          return %5 as y, %4 as z
+        }
+        """,
+    )
+    h = Graph("wider")  # a 2 of higher rank broadcasts: left alone
+    x = h.add_input("x", TensorType((3,)))
+    (y,) = h.add_node("pow", [x, h.add_const(np.full((1, 1), 2.0, np.float32))])
+    h.set_outputs([("y", y)])
+    check_pass(h, canonicalize, None)
