@@ -50,7 +50,7 @@ from tensorir.graph.graph import Graph, Value
 from tensorir.graph.types import TensorType
 from tensorir.ops.layout import pack_array, pack_weight
 from tensorir.ops.registry import is_elementwise, layout_rule
-from tensorir.passes import Pass, add_op, const_of, inherit_name, remove_dead
+from tensorir.passes import Pass, add_op, const_of, inherit_name, is_output, remove_dead
 from tensorir.target import Target, get_target
 
 GLOBAL_REDUCTION = {"global_avg": "reduce_mean", "global_max": "reduce_max"}  # by layout rule
@@ -121,10 +121,12 @@ class _Packer:
         depthwise = group == c == m and w.shape[1] == 1 and group > 1
         if group != 1 and not depthwise:
             return None
-        ib, ob = self.block_of(c), self.block_of(m)
+        ob = self.block_of(m)
         if ob == 1 and ins[0] not in self.packed:
             return None  # nothing to vectorize over: leave it in NCHW
-        args = [self.to_packed(ins[0]), self.const(pack_weight(w, ib, ob, depthwise))]
+        px = self.to_packed(ins[0])
+        ib = g.type_of(px).shape[4]  # block_of(c), or a concat's parts' block (concat below)
+        args = [px, self.const(pack_weight(w, ib, ob, depthwise))]
         if b is not None:
             args.append(self.const(b.reshape(m // ob, ob)))
         attrs = {k: node.attr[k] for k in ("strides", "pads", "dilations") if node.attr.get(k) is not None}
@@ -205,9 +207,29 @@ class _Packer:
             return None
         block = self.block_of(out.shape[1])
         parts = [self.to_packed(v) for v in ins]
-        if all(g.type_of(p).shape[4] == block for p in parts):
+        blocks = {g.type_of(p).shape[4] for p in parts}
+        if blocks == {block} or (len(blocks) == 1 and self.read_by_convs_only(Value(nid))):
+            # a conv takes any input block: where only convs read the concat, it keeps its
+            # parts' block (PP-OCR's neck: four 24-channel maps, block 8, into 96 channels),
+            # a plain concat that the memory plan can make copy-free, not a relayout
             return add_op(g, "concat", parts, {"axis": 1})
         return add_op(g, "concat_packed", parts, {"block": block})  # blocks differ: relayout inside
+
+    def read_by_convs_only(self, v: Value) -> bool:
+        """Whether every reader of `v` is a one-group conv with a constant weight that reads it
+        as its input (the layout pass packs those, taking the input's block as it is)."""
+        g = self.g
+        readers = g.consumers(v)
+        if not readers or is_output(g, v):
+            return False
+        for nid, slot in readers:
+            node = g.node(nid)
+            ins = g.inputs_of(nid)
+            if node.op != "conv" or slot != 0 or int(node.attr.get("group", 1)) != 1:
+                return False
+            if const_of(g, ins[1]) is None or any(const_of(g, b) is None for b in ins[2:]):
+                return False
+        return True
 
     def in_own_block(self, v: Value) -> Value:
         """A packed part in the block of its own channel count (a one-input concat_packed

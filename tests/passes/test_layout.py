@@ -499,3 +499,51 @@ def test_unpacking_block_one_is_a_view():
         None, feeds
     )
     np.testing.assert_allclose(mod.run(feeds)[0], want, rtol=1e-4, atol=1e-5)
+
+
+def _neck(extra_reader: bool) -> Graph:
+    """Two 24-channel convs (block 8 of 16 lanes) concatenated to 48 channels (block 16), read
+    by a conv, and with `extra_reader` by a relu too."""
+    g = Graph("neck")
+    x = g.add_input("x", TensorType((1, 3, 6, 6)))
+    (a,) = g.add_node("conv", [x, const(g, (24, 3, 3, 3), 1)], CONV)
+    (b,) = g.add_node("conv", [x, const(g, (24, 3, 3, 3), 2)], CONV)
+    (cat,) = g.add_node("concat", [a, b], {"axis": 1})
+    (y,) = g.add_node("conv", [cat, const(g, (16, 48, 3, 3), 3)], CONV)
+    outs = [("y", y)]
+    if extra_reader:
+        (r,) = g.add_node("relu", [cat])
+        outs.append(("r", r))
+    g.set_outputs(outs)
+    return g
+
+
+def test_concat_read_only_by_convs_keeps_its_parts_block():
+    """Only a conv reads the concat: it stays a plain concat in its parts' block (8), which the
+    conv takes as its input block, instead of a relayout into 48 channels' block (16); with a
+    relu reading it too, the relayout (concat_packed) stays."""
+    g = _neck(extra_reader=False)
+    packed = copy_graph(g)
+    assert make_layout_pass("host", 16)(packed)
+    text = str(packed)
+    assert "concat_packed" not in text and "axis=1 : f32[1,6,6,6,8]" in text, text
+    assert "conv2d_nchwc(%" in text and ": f32[1,1,6,6,16]" in text, text
+    assert_same_results(g, packed, rtol=1e-4, atol=1e-3)
+
+    h = _neck(extra_reader=True)
+    packed = copy_graph(h)
+    assert make_layout_pass("host", 16)(packed)
+    assert _ops(packed)["concat_packed"] == 1, str(packed)
+    assert_same_results(h, packed, rtol=1e-4, atol=1e-3)
+
+
+def test_compiled_concat_in_its_parts_block_is_copy_free_and_matches_reference(tmp_path):
+    from tensorir.pipeline import compile_graph, load_folder
+
+    g = _neck(extra_reader=False)
+    mod = load_folder(compile_graph(g, "host", layout_block=16).write(tmp_path))
+    assert not any(k["op"] in ("concat", "concat_packed") for k in mod.manifest["kernels"])
+    feeds = random_inputs(g)
+    (want,) = run_reference(g, feeds)
+    (got,) = mod.run(feeds)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
