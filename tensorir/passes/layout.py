@@ -16,6 +16,8 @@ packed form (the op traits `layout` and `pattern`, declared in each op's registr
 - `layout="global_avg"` / `"global_max"` (global_avg_pool / global_max_pool) -> reduce_mean /
   reduce_max over axes (2, 3); reduce_* over axes (2, 3) keeping dims likewise;
 - a resize of (H, W) -> the same resize of the packed (H, W);
+- a constant zero pad of channels and space -> `pad_packed` (ops/pad_packed.py) in the
+  output channels' block (BlazeFace's residuals pad their channels);
 - a concat along channels -> a concat of the channel-block axis when every input has the
   output's block, else `concat_packed` (ops/concat_packed.py), which writes the output's
   block from the inputs' own;
@@ -215,6 +217,22 @@ class _Packer:
             return add_op(g, "concat", parts, {"axis": 1})
         return add_op(g, "concat_packed", parts, {"block": block})  # blocks differ: relayout inside
 
+    def pad(self, nid: int) -> Value | None:
+        """A constant zero pad of channels and space: the same pad of the packed tensor, written
+        in the block of the output's channels (ops/pad_packed.py)."""
+        g, node = self.g, self.g.node(nid)
+        ins, out, a = g.inputs_of(nid), node.outputs[0], node.attr
+        if ins[0] not in self.packed or len(ins) != 1 or out.ndim != 4:
+            return None
+        if a.get("mode", "constant") != "constant" or float(a.get("value") or 0.0) != 0.0:
+            return None
+        p = tuple(int(v) for v in a["pads"])
+        if p[0] or p[4] or min(p) < 0:  # the batch axis, or a crop
+            return None
+        pads = (p[1], p[2], p[3], p[5], p[6], p[7])
+        block = self.block_of(out.shape[1])
+        return add_op(g, "pad_packed", [self.packed[ins[0]]], {"pads": pads, "block": block})
+
     def read_by_convs_only(self, v: Value) -> bool:
         """Whether every reader of `v` is a one-group conv with a constant weight that reads it
         as its input (the layout pass packs those, taking the input's block as it is)."""
@@ -326,6 +344,8 @@ class _Packer:
             new = self.concat(nid)
         elif op == "resize":
             new = self.resize(nid)
+        elif op == "pad":
+            new = self.pad(nid)
         elif op == "split":
             new = self.split(nid)
         elif op == "slice":

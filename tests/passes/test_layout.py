@@ -547,3 +547,38 @@ def test_compiled_concat_in_its_parts_block_is_copy_free_and_matches_reference(t
     (want,) = run_reference(g, feeds)
     (got,) = mod.run(feeds)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
+
+
+def _channel_pad_residual(value: float) -> Graph:
+    """BlazeFace's block: x (24 channels, block 8) -> depthwise -> 1x1 to 28 channels (block
+    4), added to x padded with `value` to 28 channels, relu."""
+    g = Graph("pad_residual")
+    x = g.add_input("x", TensorType((1, 3, 8, 8)))
+    (a,) = g.add_node("conv", [x, const(g, (24, 3, 3, 3), 1)], CONV)
+    (d,) = g.add_node("conv", [a, const(g, (24, 1, 3, 3), 2)], {**CONV, "group": 24})
+    (b,) = g.add_node("conv", [d, const(g, (28, 24, 1, 1), 3)], {**CONV, "pads": (0, 0, 0, 0)})
+    pad = {"mode": "constant", "pads": (0, 0, 0, 0, 0, 4, 0, 0), "value": value}
+    (p,) = g.add_node("pad", [a], pad)
+    (s,) = g.add_node("add", [p, b])
+    (r,) = g.add_node("relu", [s])
+    (y,) = g.add_node("conv", [r, const(g, (16, 28, 3, 3), 4)], CONV)
+    g.set_outputs([("y", y)])
+    return g
+
+
+def test_zero_channel_pad_of_a_residual_stays_packed():
+    """The zero pad of the residual's channels is a pad_packed from block 8 into block 4: no
+    transform but the output's (before: unpack, pad, pack again); a pad with 1.0 is not."""
+    g = _channel_pad_residual(0.0)
+    packed = copy_graph(g)
+    assert make_layout_pass("host", 16)(packed)
+    text = str(packed)
+    assert _ops(packed)["layout_transform"] == 1, text
+    assert "pad_packed(%" in text and "block=4 pads=(0,0,0,4,0,0) : f32[1,7,8,8,4]" in text, text
+    assert_same_results(g, packed, rtol=1e-4, atol=1e-3)
+
+    h = _channel_pad_residual(1.0)
+    packed = copy_graph(h)
+    assert make_layout_pass("host", 16)(packed)
+    assert _ops(packed)["pad_packed"] == 0 and _ops(packed)["layout_transform"] == 3, str(packed)
+    assert_same_results(h, packed, rtol=1e-4, atol=1e-3)
