@@ -1,5 +1,5 @@
-"""conv1d_lift: 1-D convolutions as 2-D ones of unit height, so they take the packed
-layout and the 2-D conv schedules (direct, im2col, the tuner's knobs), as MNN's converter
+"""conv1d_lift: 1-D convolutions and pools as 2-D ones of unit height, so they take the packed
+layout and the 2-D conv and pool schedules (direct, im2col, the tuner's knobs), as MNN's converter
 and TVM's CPU conv1d do; the reshapes that add and drop the unit axis then sink through the
 elementwise ops and slices between the convs, where they meet and cancel (simplify's
 reshape chain), so a 1-D conv chain stays 4-D, and packed, from its first conv to its last.
@@ -10,6 +10,8 @@ of 256 taps, stride 128) ran at 10 GFLOP/s and the whole model at 2.8x onnxrunti
 - conv(x: [N,C,L], w: [M,C/g,K], b) -> reshape(conv(reshape(x, [N,C,1,L]), w', b), [N,M,Lo]),
   w' = w with a unit axis at 2 (a constant reshaped here, a run-time weight by a reshape op);
   strides (s,) -> (1,s), pads (p0,p1) -> (0,p0,0,p1), dilations (d,) -> (1,d).
+- max_pool / avg_pool / global_*_pool of a rank-3 x: likewise (kernel_shape (k,) -> (1,k)),
+  every output reshaped back (max_pool's flat indices are the same numbers).
 - elementwise(drop2(y), ...) -> drop2(elementwise(y, ...)), where drop2(y) is a reshape of a
   4-D y with y.shape[2] == 1 that drops that axis, when every other input is drop2 of a
   value of y's shape, a rank-3 value of the output's shape (lifted by a reshape, a view) or
@@ -82,6 +84,34 @@ def lift_conv(g: Graph, nid: int) -> bool:
     return replace(g, nid, [add_op(g, "reshape", [y4], {"shape": node.outputs[0].shape})])
 
 
+def _unit_h(value: tuple[int, ...] | None, fill: int) -> tuple[int, ...] | None:
+    """A 1-D window attribute for (H=1, W): (a,) -> (fill, a); pads (b, e) -> (0, b, 0, e)."""
+    if value is None:
+        return None
+    v = tuple(int(a) for a in value)
+    return (0, v[0], 0, v[1]) if len(v) == 2 else (fill, *v)
+
+
+def lift_pool(g: Graph, nid: int) -> bool:
+    """A 1-D max / avg / global pool as the 2-D one over (1, L); max_pool's flat indices are
+    the same numbers with or without the unit axis."""
+    node = g.node(nid)
+    (x,) = g.inputs_of(nid)
+    tx = g.type_of(x)
+    if tx.ndim != 3:
+        return False
+    attrs = dict(node.attr)
+    for key, fill in (("kernel_shape", 1), ("strides", 1), ("dilations", 1), ("pads", 0)):
+        if key in attrs:
+            attrs[key] = _unit_h(attrs[key], fill)
+    outs = g.add_node(node.op, [_reshaped(g, x, _unit2(tx.shape))], attrs)
+    return replace(
+        g,
+        nid,
+        [add_op(g, "reshape", [y], {"shape": t.shape}) for y, t in zip(outs, node.outputs, strict=True)],
+    )
+
+
 def _dropped(g: Graph, v: Value) -> Value | None:
     """y when v = reshape(y) drops the unit axis 2 of a 4-D y."""
     node = g.node(v.node)
@@ -143,5 +173,6 @@ def sink_slice(g: Graph, nid: int) -> bool:
 
 RULES: list[Rule] = [
     ("conv", lift_conv),  # conv 1-D -> reshape(conv 2-D of unit height)
+    *((op, lift_pool) for op in ("max_pool", "avg_pool", "global_max_pool", "global_avg_pool")),
     ("slice", sink_slice),  # slice(drop2(y)) -> drop2(slice(y))
 ]

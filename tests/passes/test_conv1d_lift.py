@@ -165,3 +165,52 @@ def test_compiled_1d_conv_net_matches_onnxruntime_on_packed_2d_kernels():
     np.testing.assert_allclose(ours, ref, rtol=1e-4, atol=1e-4)
     ops = [k["op"] for k in mod.manifest["kernels"]]
     assert "conv" not in ops and any("conv2d_nchwc" in str(k) for k in mod.manifest["kernels"]), ops
+
+
+@pytest.mark.parametrize(
+    "op, attrs",
+    [
+        ("max_pool", {"kernel_shape": (3,), "strides": (2,), "pads": (1, 1), "indices": 1}),
+        (
+            "max_pool",
+            {"kernel_shape": (2,), "strides": (2,), "dilations": (2,), "indices": 0, "ceil_mode": 1},
+        ),
+        ("avg_pool", {"kernel_shape": (4,), "strides": (3,), "pads": (0, 2), "count_include_pad": 0}),
+        ("global_avg_pool", {}),
+        ("global_max_pool", {}),
+    ],
+)
+def test_1d_pools_after_a_conv_are_lifted_with_it(op, attrs):
+    """conv -> relu -> pool, 1-D: one 4-D chain; max_pool's indices come out the same."""
+    g = Graph("pool")
+    x = g.add_input("x", TensorType((2, 4, 21)))
+    c = _conv1d(g, x, const(g, (8, 4, 3), 1), pad=(1, 1))
+    (r,) = g.add_node("relu", [c])
+    outs = g.add_node(op, [r], attrs)
+    g.set_outputs([(f"y{i}", v) for i, v in enumerate(outs)])
+    out = check_pass(g, _lift_and_simplify, _printed_after_simplify(g))
+    lifted = [out.node(n) for n in out.op_nodes() if out.node(n).op in ("conv", op)]
+    assert [n.outputs[0].ndim for n in lifted] == [4, 4], str(out)
+
+
+def test_compiled_1d_pool_net_packs_and_matches_onnxruntime():
+    import onnxruntime as ort
+
+    import tensorir as tir
+
+    rng = np.random.default_rng(1)
+    w = {"w1": rng.standard_normal((32, 8, 5)).astype(np.float32) * 0.2}
+    nodes = [
+        oh.make_node("Conv", ["x", "w1"], ["a"], pads=[2, 2], kernel_shape=[5]),
+        oh.make_node("Relu", ["a"], ["b"]),
+        oh.make_node("MaxPool", ["b"], ["c"], kernel_shape=[3], strides=[2], pads=[1, 1]),
+        oh.make_node("AveragePool", ["c"], ["y"], kernel_shape=[2], strides=[2]),
+    ]
+    model = onnx_model(nodes, "pool1d", [1, 8, 64], [1, 32, 16], w)
+    x = rng.standard_normal((1, 8, 64)).astype(np.float32)
+    mod = tir.compile(model)
+    (ours,) = mod.run({"x": x})
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    np.testing.assert_allclose(ours, sess.run(None, {"x": x})[0], rtol=1e-4, atol=1e-4)
+    pools = [k["workload"] for k in mod.manifest["kernels"] if k["op"] in ("max_pool", "avg_pool")]
+    assert len(pools) == 2 and all(w.split("]")[0].count(",") == 4 for w in pools), pools  # 5-D: packed
