@@ -47,12 +47,22 @@ def _unsafe_arm(arm: Expr, ranges: dict[Expr, Range]) -> bool:
     """Whether evaluating `arm` unconditionally could fault: a load whose index may leave its
     buffer over the loop ranges, or an integer division by a non-constant."""
     for x in walk(arm):
-        if isinstance(x, Load):
-            r = int_range(x.index, ranges)
-            if r is None or r[0] < 0 or r[1] >= x.buffer.size:
-                return True
+        if isinstance(x, Load) and not _in_bounds(x, ranges):
+            return True
         divides = isinstance(x, BinOp) and x.op in ("/", "//", "%") and not isinstance(x.b, Const)
         if divides and not x.dtype.startswith("float"):
+            return True
+    return False
+
+
+def _in_bounds(load: Load, ranges: dict[Expr, Range]) -> bool:
+    """Whether `load` stays in its buffer over the loop ranges: by interval arithmetic on the
+    index, and if that cannot tell, on the simplified index (a cached region's index is the
+    global one minus the region's start, whose common terms only the simplifier cancels: a
+    conv's epilogue reads its accumulator so)."""
+    for index in (load.index, None):
+        r = int_range(simplify(load.index, ranges) if index is None else index, ranges)
+        if r is not None and r[0] >= 0 and r[1] < load.buffer.size:
             return True
     return False
 
