@@ -1,6 +1,6 @@
 """Trained TensorFlow models that nobody on the project built, as a user finds them inside public
-Python packages: MediaPipe's BlazeFace face detector (.tflite, fp16 weights) from the mediapipe
-wheel, and Spotify's Basic Pitch note transcriber (a Keras 2 SavedModel, and the same model as
+Python packages: MediaPipe's BlazeFace face detector (.tflite, fp16 weights), face and iris
+landmark models, palm detector and hand landmark model (.tflite) from the mediapipe wheel, and Spotify's Basic Pitch note transcriber (a Keras 2 SavedModel, and the same model as
 nmp.tflite) from basic-pitch. Fetched
 with pip into .wild/ (like benchmarks/wild.py), compiled for a target and checked against
 TensorFlow itself: tf.lite.Interpreter for the .tflite, TF's SavedModel loader in a session for
@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import fcntl
+import functools
 import shutil
 import sys
 import zipfile
@@ -94,6 +95,36 @@ PUBLIC = {
         "face_detection.tflite",
         face_image,
         "MediaPipe BlazeFace short-range face detector, 128x128 (.tflite, fp16 weights)",
+    ),
+    # MediaPipe's other float models in the same wheel (PReLU convs: they ran 1.9-5.5x TF Lite
+    # while a select in a conv's epilogue did not vectorize); all fed the drawn face
+    "face_landmark": PublicModel(
+        "mediapipe==0.10.14",
+        "mediapipe/modules/face_landmark/face_landmark.tflite",
+        "face_landmark.tflite",
+        functools.partial(face_image, 192),
+        "MediaPipe face mesh: 468 3-D landmarks and a face score, 192x192 (PReLU convs)",
+    ),
+    "iris_landmark": PublicModel(
+        "mediapipe==0.10.14",
+        "mediapipe/modules/iris_landmark/iris_landmark.tflite",
+        "iris_landmark.tflite",
+        functools.partial(face_image, 64),
+        "MediaPipe iris landmarks: eye contour and iris points, 64x64 (PReLU convs)",
+    ),
+    "palm_detection": PublicModel(
+        "mediapipe==0.10.14",
+        "mediapipe/modules/palm_detection/palm_detection_lite.tflite",
+        "palm_detection_lite.tflite",
+        functools.partial(face_image, 192),
+        "MediaPipe palm detector (lite): 2016 anchors' boxes and scores, 192x192",
+    ),
+    "hand_landmark": PublicModel(
+        "mediapipe==0.10.14",
+        "mediapipe/modules/hand_landmark/hand_landmark_lite.tflite",
+        "hand_landmark_lite.tflite",
+        functools.partial(face_image, 224),
+        "MediaPipe hand landmarks (lite): 21 3-D points, presence and handedness, 224x224",
     ),
     "basic_pitch": PublicModel(
         "basic-pitch==0.4.0",

@@ -1,5 +1,6 @@
 """Trained TensorFlow models that nobody on the project built (benchmarks/wild_tf.py): MediaPipe's
-BlazeFace face detector (.tflite from mediapipe 0.10.14) and Spotify's Basic Pitch (a Keras 2
+BlazeFace face detector, face and iris landmark models, palm detector and hand landmark model
+(.tflite from mediapipe 0.10.14) and Spotify's Basic Pitch (a Keras 2
 SavedModel from basic-pitch 0.4.0, and its nmp.tflite), compiled for the host and checked against
 TensorFlow (tf.lite.Interpreter; TF's SavedModel loader in a session). Plus the two frontend fixes
 they needed, each on a model built here: DivNoNan, and SavedModels whose optimizer slots TF cannot
@@ -28,6 +29,10 @@ ROOT = Path(__file__).resolve().parents[2]
 # an output that shows the model responds to its input: (output, threshold on ours)
 RESPONDS = {
     "face_detection": ("classificators", 0.0),
+    "face_landmark": ("conv2d_31", 0.0),  # the face score's logit: a face
+    "iris_landmark": ("output_iris", 10.0),  # iris points in the 64-pixel crop
+    "palm_detection": ("Identity", 1.0),  # the boxes (no palm on a face: the scores stay low)
+    "hand_landmark": ("Identity", 10.0),  # the 21 points in pixels
     "basic_pitch": ("note", 0.5),
     "basic_pitch_tflite": ("StatefulPartitionedCall:1", 0.5),  # the note output (1, 172, 88)
 }
