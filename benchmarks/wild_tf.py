@@ -1,7 +1,8 @@
 """Trained TensorFlow models that nobody on the project built, as a user finds them inside public
-Python packages: MediaPipe's BlazeFace face detector (.tflite, fp16 weights), face and iris
-landmark models, palm detector and hand landmark model (.tflite) from the mediapipe wheel, and Spotify's Basic Pitch note transcriber (a Keras 2 SavedModel, and the same model as
-nmp.tflite) from basic-pitch. Fetched
+Python packages: MediaPipe's BlazeFace face detectors (short range with fp16 weights, full range
+with sparse fp16 weights), face and iris landmark models, palm detector and hand landmark model
+(.tflite) from the mediapipe wheel, and Spotify's Basic Pitch note transcriber (a Keras 2
+SavedModel, and the same model as nmp.tflite) from basic-pitch. Fetched
 with pip into .wild/ (like benchmarks/wild.py), compiled for a target and checked against
 TensorFlow itself: tf.lite.Interpreter for the .tflite, TF's SavedModel loader in a session for
 the SavedModel (no tensorir code on the reference side).
@@ -98,6 +99,13 @@ PUBLIC = {
     ),
     # MediaPipe's other float models in the same wheel (PReLU convs: they ran 1.9-5.5x TF Lite
     # while a select in a conv's epilogue did not vectorize); all fed the drawn face
+    "face_detection_full_range": PublicModel(
+        "mediapipe==0.10.14",
+        "mediapipe/modules/face_detection/face_detection_full_range_sparse.tflite",
+        "face_detection_full_range_sparse.tflite",
+        functools.partial(face_image, 192),
+        "MediaPipe BlazeFace full-range detector, 192x192: sparse fp16 weights (DENSIFY), DEPTH_TO_SPACE",
+    ),
     "face_landmark": PublicModel(
         "mediapipe==0.10.14",
         "mediapipe/modules/face_landmark/face_landmark.tflite",

@@ -96,6 +96,13 @@ def dequantize(ctx: TfliteContext, op: TflOp) -> None:
     ctx.set_nhwc(op, 0, ctx.add("cast", [ctx.input(op, 0)], {"to": "float32", "saturate": 1}, op))
 
 
+@converter("DENSIFY")
+def densify(ctx: TfliteContext, op: TflOp) -> None:
+    """A sparse constant, made dense when the file was read (tflite_sparse.py): the identity."""
+    x, nchw = first_operand(ctx, op)
+    set_output(ctx, op, x, nchw)
+
+
 @converter("QUANTIZE")
 def quantize(ctx: TfliteContext, op: TflOp) -> None:
     """float32 -> int8 / uint8, or a requantize (another scale, zero point or type): the input's

@@ -225,3 +225,15 @@ def tile(ctx: TfliteContext, op: TflOp) -> None:
         repeats = [repeats[a] for a in to_cf(len(repeats))]
     x = ctx.nchw(i) if nchw else ctx.nhwc(i)
     set_output(ctx, op, ctx.add("tile", [x], {"repeats": tuple(repeats)}, op), nchw)
+
+
+@converter("DEPTH_TO_SPACE", "SPACE_TO_DEPTH")
+def depth_to_space(ctx: TfliteContext, op: TflOp) -> None:
+    """NHWC DEPTH_TO_SPACE moves channel (i*b + j)*C' + c to pixel (h*b + i, w*b + j): ONNX's
+    DCR order, here on the channels-first twin (SPACE_TO_DEPTH its inverse)."""
+    b = int(op.options.get("BlockSize", 0))
+    if b < 1:
+        raise ModelError(f"{op.label}: block size {b} must be positive")
+    name = "depth_to_space" if op.code == "DEPTH_TO_SPACE" else "space_to_depth"
+    attrs = {"blocksize": b, "mode": "DCR"} if name == "depth_to_space" else {"blocksize": b}
+    ctx.set_nchw(op, 0, ctx.add(name, [ctx.nchw(op.inputs[0])], attrs, op))

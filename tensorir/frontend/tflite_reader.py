@@ -140,6 +140,14 @@ def _buffer_data(model: Any, raw: bytes, t: Any, dtype: str, shape: tuple[int, .
     else:
         data = buf.DataAsNumpy().tobytes()
     want = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    if t.Sparsity() is not None:  # pruned weights: the stored values and where they go
+        from tensorir.frontend.tflite_sparse import densify
+
+        values = np.frombuffer(data, np.dtype(dtype).newbyteorder("<")).astype(dtype)
+        try:
+            return densify(t.Sparsity(), values, shape)
+        except ModelError as e:
+            raise ModelError(f"tensor '{t.Name().decode()}': {e}") from None
     if len(data) != want:
         raise ModelError(
             f"tensor '{t.Name().decode()}': its buffer holds {len(data)} bytes, shape {list(shape)} "

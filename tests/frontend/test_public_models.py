@@ -1,7 +1,8 @@
 """Trained TensorFlow models that nobody on the project built (benchmarks/wild_tf.py): MediaPipe's
-BlazeFace face detector, face and iris landmark models, palm detector and hand landmark model
-(.tflite from mediapipe 0.10.14) and Spotify's Basic Pitch (a Keras 2
-SavedModel from basic-pitch 0.4.0, and its nmp.tflite), compiled for the host and checked against
+BlazeFace face detectors (short range; full range, with sparse weights), face and iris landmark
+models, palm detector and hand landmark model (.tflite from mediapipe 0.10.14) and Spotify's
+Basic Pitch (a Keras 2 SavedModel from basic-pitch 0.4.0, and its nmp.tflite), compiled for the
+host and checked against
 TensorFlow (tf.lite.Interpreter; TF's SavedModel loader in a session). Plus the two frontend fixes
 they needed, each on a model built here: DivNoNan, and SavedModels whose optimizer slots TF cannot
 revive (nmp.tflite needed SQUARE, LOG, EQUAL and SELECT_V2: tests/frontend/test_tflite_ops.py).
@@ -29,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # an output that shows the model responds to its input: (output, threshold on ours)
 RESPONDS = {
     "face_detection": ("classificators", 0.0),
+    "face_detection_full_range": ("Identity_1", 0.0),  # a face's score logit
     "face_landmark": ("conv2d_31", 0.0),  # the face score's logit: a face
     "iris_landmark": ("output_iris", 10.0),  # iris points in the 64-pixel crop
     "palm_detection": ("Identity", 1.0),  # the boxes (no palm on a face: the scores stay low)

@@ -130,6 +130,7 @@ OP_CASES = (
     "square_log_rsqrt",
     "comparisons_select_v2",
     "select_rank1_condition",
+    "depth_to_space_and_back",
 )
 # builtins a case must convert to (the converter could rewrite an op into others)
 CASE_BUILTINS = {
@@ -137,6 +138,7 @@ CASE_BUILTINS = {
     "comparisons_select_v2": {"EQUAL", "NOT_EQUAL", "LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL"}
     | {"SELECT_V2"},
     "select_rank1_condition": {"SELECT"},
+    "depth_to_space_and_back": {"DEPTH_TO_SPACE", "SPACE_TO_DEPTH"},
 }
 
 
@@ -239,6 +241,10 @@ def _op_cases() -> dict[str, tuple[Callable, list[tuple[int, ...]]]]:
         "select_rank1_condition": (
             lambda x: tf.raw_ops.Select(condition=x[:, 0] > 0.0, x=x, y=x * -3.0),
             [(4, 6)],
+        ),
+        "depth_to_space_and_back": (  # MediaPipe's full-range face and pose detectors upsample so
+            lambda x: tf.nn.space_to_depth(tf.nn.depth_to_space(x, 2) * 2.0, 3),
+            [(1, 3, 6, 8)],
         ),
     }
 
