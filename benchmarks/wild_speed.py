@@ -19,21 +19,12 @@ import argparse
 from collections.abc import Callable
 
 import numpy as np
+import onnx
 
 from benchmarks import wild_rnn, wild_tf
-from benchmarks.compare import _interleaved
+from benchmarks.compare import _interleaved, _ort_session
 
 TFLITE = [name for name, m in wild_tf.PUBLIC.items() if m.local.endswith(".tflite")]
-
-
-def _ort(path, threads: int):
-    import onnxruntime as ort
-
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = threads
-    opts.inter_op_num_threads = 1
-    opts.log_severity_level = 3
-    return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
 
 
 def _tflite(path, x: np.ndarray, threads: int) -> Callable[[], object]:
@@ -58,8 +49,10 @@ def _onnx_case(name: str):
     ort_feeds = {**feeds, "sr": np.array(wild_rnn.RATE, np.int64)} if name == "vad" else feeds
     mod = wild_rnn.compile_model(name, path)
 
+    model = onnx.load(str(path))
+
     def peer(n: int) -> Callable[[], object]:
-        sess = _ort(path, n)
+        sess = _ort_session(model, n)
         return lambda: sess.run(None, ort_feeds)
 
     return mod, feeds, peer

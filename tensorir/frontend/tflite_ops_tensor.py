@@ -234,6 +234,8 @@ def depth_to_space(ctx: TfliteContext, op: TflOp) -> None:
     b = int(op.options.get("BlockSize", 0))
     if b < 1:
         raise ModelError(f"{op.label}: block size {b} must be positive")
-    name = "depth_to_space" if op.code == "DEPTH_TO_SPACE" else "space_to_depth"
-    attrs = {"blocksize": b, "mode": "DCR"} if name == "depth_to_space" else {"blocksize": b}
+    if op.code == "DEPTH_TO_SPACE":
+        name, attrs = "depth_to_space", {"blocksize": b, "mode": "DCR"}
+    else:
+        name, attrs = "space_to_depth", {"blocksize": b}
     ctx.set_nchw(op, 0, ctx.add(name, [ctx.nchw(op.inputs[0])], attrs, op))

@@ -69,27 +69,23 @@ def lift_conv(g: Graph, nid: int) -> bool:
     tx, tw = g.type_of(x), g.type_of(w)
     if tx.ndim != 3 or tw.ndim != 3 or len(node.outputs) != 1:
         return False
-    at = node.attr
-    (s,), (d,) = tuple(at.get("strides", (1,))), tuple(at.get("dilations", (1,)))
-    p0, p1 = tuple(at.get("pads", (0, 0)))
-    attrs = {
-        **at,
-        "strides": (1, int(s)),
-        "dilations": (1, int(d)),
-        "pads": (0, int(p0), 0, int(p1)),
-    }
+    attrs = _window_2d({"strides": (1,), "dilations": (1,), "pads": (0, 0), **node.attr})
     x4 = _reshaped(g, x, _unit2(tx.shape))
     w4 = _reshaped(g, w, _unit2(tw.shape))
     y4 = add_op(g, "conv", [x4, w4, *ins[2:]], attrs)
     return replace(g, nid, [add_op(g, "reshape", [y4], {"shape": node.outputs[0].shape})])
 
 
-def _unit_h(value: tuple[int, ...] | None, fill: int) -> tuple[int, ...] | None:
-    """A 1-D window attribute for (H=1, W): (a,) -> (fill, a); pads (b, e) -> (0, b, 0, e)."""
-    if value is None:
-        return None
-    v = tuple(int(a) for a in value)
-    return (0, v[0], 0, v[1]) if len(v) == 2 else (fill, *v)
+def _window_2d(attrs: dict) -> dict:
+    """1-D window attributes for (H=1, W): kernel_shape, strides, dilations (a,) -> (1, a);
+    pads (b, e) -> (0, b, 0, e); absent or None ones stay so."""
+    out = dict(attrs)
+    for key in ("kernel_shape", "strides", "dilations", "pads"):
+        v = out.get(key)
+        if v is not None:
+            v = tuple(int(a) for a in v)
+            out[key] = (0, v[0], 0, v[1]) if key == "pads" else (1, *v)
+    return out
 
 
 def lift_pool(g: Graph, nid: int) -> bool:
@@ -100,11 +96,7 @@ def lift_pool(g: Graph, nid: int) -> bool:
     tx = g.type_of(x)
     if tx.ndim != 3:
         return False
-    attrs = dict(node.attr)
-    for key, fill in (("kernel_shape", 1), ("strides", 1), ("dilations", 1), ("pads", 0)):
-        if key in attrs:
-            attrs[key] = _unit_h(attrs[key], fill)
-    outs = g.add_node(node.op, [_reshaped(g, x, _unit2(tx.shape))], attrs)
+    outs = g.add_node(node.op, [_reshaped(g, x, _unit2(tx.shape))], _window_2d(node.attr))
     return replace(
         g,
         nid,

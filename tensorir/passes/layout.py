@@ -84,6 +84,11 @@ def tag(block: int) -> str:
     return f"NCHW{block}c"
 
 
+def _constant_weights(g: Graph, conv: int) -> bool:
+    """Whether a conv's weight and bias (if any) are constants: the layout pass packs them."""
+    return all(const_of(g, v) is not None for v in g.inputs_of(conv)[1:])
+
+
 class _Packer:
     """The rewrite of one graph: `packed` maps an NCHW value to its packed twin."""
 
@@ -115,10 +120,10 @@ class _Packer:
         g, node = self.g, self.g.node(nid)
         ins = g.inputs_of(nid)
         x, out = g.type_of(ins[0]), node.outputs[0]
+        if x.ndim != 4 or x.dtype not in ("float32", "float16") or not _constant_weights(g, nid):
+            return None
         w = const_of(g, ins[1])
         b = const_of(g, ins[2]) if len(ins) > 2 else None
-        if x.ndim != 4 or x.dtype not in ("float32", "float16") or w is None or (len(ins) > 2 and b is None):
-            return None
         group, c, m = int(node.attr.get("group", 1)), x.shape[1], out.shape[1]
         depthwise = group == c == m and w.shape[1] == 1 and group > 1
         if group != 1 and not depthwise:
@@ -240,14 +245,13 @@ class _Packer:
         readers = g.consumers(v)
         if not readers or is_output(g, v):
             return False
-        for nid, slot in readers:
-            node = g.node(nid)
-            ins = g.inputs_of(nid)
-            if node.op != "conv" or slot != 0 or int(node.attr.get("group", 1)) != 1:
-                return False
-            if const_of(g, ins[1]) is None or any(const_of(g, b) is None for b in ins[2:]):
-                return False
-        return True
+        return all(
+            g.node(nid).op == "conv"
+            and slot == 0
+            and int(g.node(nid).attr.get("group", 1)) == 1
+            and _constant_weights(g, nid)
+            for nid, slot in readers
+        )
 
     def in_own_block(self, v: Value) -> Value:
         """A packed part in the block of its own channel count (a one-input concat_packed

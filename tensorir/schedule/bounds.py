@@ -60,11 +60,12 @@ def _in_bounds(load: Load, ranges: dict[Expr, Range]) -> bool:
     index, and if that cannot tell, on the simplified index (a cached region's index is the
     global one minus the region's start, whose common terms only the simplifier cancels: a
     conv's epilogue reads its accumulator so)."""
-    for index in (load.index, None):
-        r = int_range(simplify(load.index, ranges) if index is None else index, ranges)
-        if r is not None and r[0] >= 0 and r[1] < load.buffer.size:
-            return True
-    return False
+
+    def fits(index: Expr) -> bool:
+        r = int_range(index, ranges)
+        return r is not None and r[0] >= 0 and r[1] < load.buffer.size
+
+    return fits(load.index) or fits(simplify(load.index, ranges))
 
 
 def hoist_selects(s: Store, ranges: dict[Expr, Range]) -> Stmt:
