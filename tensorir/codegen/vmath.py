@@ -13,10 +13,13 @@ float32
     log      Cephes logf: mantissa in [sqrt(.5), sqrt(2)), degree-9 polynomial; denormal
              inputs scaled by 2^23; 0 -> -inf, < 0 -> nan.
                                       max 0.78 ulp on [1e-30, 1e30] (0.75 on [1e-45, 3e38])
-    tanh     |x| < 0.625: x + x^3 P(x^2) (Cephes tanhf); else 1 - 2/(exp(2|x|) + 1); sign of x.
-                                      max 1.33 ulp, abs err 7.9e-8 on [-20, 20]
-    sigmoid  1/(1 + e) or e/(1 + e) with e = exp(-|x|) (never overflows).
-                                      max 2.69 ulp, rel err 2.0e-7 on [-80, 80]
+    tanh     |x| < 0.625: x + x^3 P(x^2) (Cephes tanhf); else (1 - t)/(1 + t) with
+             t = exp(-2|x|) (sigmoid's exp); sign of x.
+                                      max 1.50 ulp, abs err 8.9e-8 on [-20, 20]
+    sigmoid  1/(1 + e) or e/(1 + e) with e = exp(-|x|) (never overflows), e from exp's
+             polynomial with the guards a non-positive argument does not need.
+                                      max 2.69 ulp, rel err 2.0e-7 on [-80, 80];
+                                      denormal results (x in [-104, -87]) within 1 ulp
     erf      |x| < 1: x Q(x^2) (degree 6 in x^2); else 1 - exp(R(|x|)), R a degree-8 fit of
              log(erfc) on [1, 3.95] (least squares in the Chebyshev basis); sign of x.
                                       max 2.44 ulp, abs err 1.43e-7 on [-6, 6]
@@ -271,15 +274,41 @@ def _tanh(m: _M, x: str) -> str:
     a = m.call("fabs", x)
     z = m.mul(x, x)
     small = m.fma(m.mul(x, z), m.poly(z, _TANHF_P), x)
-    e = m.sibling("exp", m.add(a, a))
-    large = m.sub(m.c(1.0), m.div(m.c(2.0), m.add(e, m.c(1.0))))
-    return m.call("copysign", m.sel(m.cmp("olt", a, m.c(0.625)), small, large), x)
+    if m.bits == 32:  # (1 - t) / (1 + t), t = exp(-2|x|) in (0, 1]: exp's cheaper half
+        t = _exp_nonpositive_f32(m, m.neg(m.add(a, a)))
+        large = m.div(m.sub(m.c(1.0), t), m.add(m.c(1.0), t))
+    else:
+        e = m.sibling("exp", m.add(a, a))
+        large = m.sub(m.c(1.0), m.div(m.c(2.0), m.add(e, m.c(1.0))))
+    y = m.call("copysign", m.sel(m.cmp("olt", a, m.c(0.625)), small, large), x)
+    return m.sel(m.cmp("uno", x, x), x, y)
+
+
+def _exp_nonpositive_f32(m: _M, x: str) -> str:
+    """exp(x) for float32 x <= 0 (NaN gives some finite number: the caller selects NaN back),
+    for sigmoid and tanh.
+
+    exp's polynomial with less around it: x is clamped at -104, below which exp rounds to 0,
+    so k = round(x / ln 2) lies in [-150, 0] and needs no guard; 2^k is applied as 2^(k + 24),
+    always normal, then 2^-24, so a denormal result is rounded once. Sigmoid, 16 lanes, one
+    Zen 5 core: 0.26 ns per element with exp's guards, 0.19 with these."""
+    lo = m.c(-104.0)
+    xc = m.sel(m.cmp("oge", x, lo), x, lo)  # NaN -> -104
+    kf = m.call("roundeven", m.mul(xc, m.c(1.44269504088896341)))
+    r = m.fma(kf, m.c(-0.693359375), xc)
+    r = m.fma(kf, m.c(2.12194440e-4), r)
+    y = m.add(m.fma(m.poly(r, _EXPF_P), m.mul(r, r), r), m.c(1.0))
+    scale = m.from_bits(m.i("shl", m.i("add", m.to_int(kf), m.ci(127 + 24)), m.ci(23)))
+    return m.mul(m.mul(y, scale), m.c(2.0**-24))
 
 
 def _sigmoid(m: _M, x: str) -> str:
-    e = m.sibling("exp", m.neg(m.call("fabs", x)))  # in (0, 1]: never overflows
+    """1/(1 + e) for x >= 0, e/(1 + e) below, with e = exp(-|x|) in (0, 1]: never overflows."""
+    a = m.neg(m.call("fabs", x))
+    e = _exp_nonpositive_f32(m, a) if m.bits == 32 else m.sibling("exp", a)
     r = m.div(m.c(1.0), m.add(m.c(1.0), e))
-    return m.sel(m.cmp("olt", x, m.c(0.0)), m.mul(e, r), r)
+    y = m.sel(m.cmp("olt", x, m.c(0.0)), m.mul(e, r), r)
+    return m.sel(m.cmp("uno", x, x), x, y) if m.bits == 32 else y
 
 
 def _erf(m: _M, x: str) -> str:

@@ -5,8 +5,8 @@ Rules, after TVM's FuseOps with the mobile engines' epilogues in mind (the op tr
 - an *anchor* (conv, conv2d_nchwc, conv_transpose, dense, matmul, gemm, avg_pool, the
   global pools; not max_pool) absorbs the chain of elementwise ops that follows it (bias
   add, BN scale/shift, activation, residual add), one consumer at a time, while the chain
-  keeps the anchor's output shape and each link has a single consumer and is not a graph
-  output;
+  keeps the anchor's output shape and every op but the last is read only inside the group
+  and is not a graph output (so SiLU's diamond, x * sigmoid(x), joins whole);
 - a run of elementwise ops with single consumers becomes one injective kernel.
 
 Each group of two or more ops becomes one `fused` node (tensorir/ops/fused.py):
@@ -23,28 +23,54 @@ from tensorir.ops.fused import FusedBody, Step
 from tensorir.ops.registry import is_anchor, is_elementwise
 
 
-def _single_use(g: Graph, v: Value, outputs: set[Value]) -> int | None:
-    """The one consumer of v, if it has exactly one and is not a graph output."""
-    users = g.consumers(v)
-    if v in outputs or len(users) != 1 or len(g.node(v.node).outputs) != 1:
-        return None
-    if g.guards and (v in g.guard_flags() or g.guards.get(users[0][0]) != g.guards.get(v.node)):
-        return None  # a guard reads v from memory; or the two run under different conditions
-    return users[0][0]
+def _fusible(g: Graph, nid: int, outputs: set[Value]) -> bool:
+    """nid's one output may be read inside a kernel: it is not a graph output and no guard
+    reads it from memory."""
+    v = Value(nid)
+    return v not in outputs and len(g.node(nid).outputs) == 1 and not (g.guards and v in g.guard_flags())
 
 
-def _grow(g: Graph, start: int, outputs: set[Value], taken: set[int]) -> list[int]:
-    """start and the elementwise chain after it that keeps start's output type."""
-    group = [start]
+def _outside_users(g: Graph, group: list[int]) -> set[int]:
+    """The nodes outside `group` that read a member's output."""
+    members = set(group)
+    return {u for m in group for u, _ in g.consumers(Value(m))} - members
+
+
+def _closed(g: Graph, group: list[int], outputs: set[Value]) -> bool:
+    """Only the last member is read outside the group (it is the fused node's one output)."""
+    members = set(group)
+    return all(
+        _fusible(g, m, outputs) and all(u in members for u, _ in g.consumers(Value(m))) for m in group[:-1]
+    )
+
+
+def _grow(g: Graph, start: int, outputs: set[Value], taken: set[int], rank: dict[int, int]) -> list[int]:
+    """start and the elementwise ops after it that keep start's output type, up to the largest
+    group that is closed (every member but the last read only inside it).
+
+    The ops join in dependency order: the earliest node that reads a member is the next
+    candidate, so a diamond (x -> sigmoid, x -> mul(x, sigmoid): SiLU) joins whole, and a
+    candidate never reads a value computed from a member outside the group (that value's
+    first outside reader would have come first)."""
+    group, best = [start], [start]
     out_type = g.node(start).outputs[0]
-    while True:
-        nxt = _single_use(g, Value(group[-1]), outputs)
-        if nxt is None or nxt in taken or not is_elementwise(g.node(nxt).op):
-            return group
-        t = g.node(nxt).outputs[0]
-        if t.shape != out_type.shape:
-            return group
+    guard = g.guards.get(start) if g.guards else None
+    while len(group) < 16:
+        if not _fusible(g, group[-1], outputs):
+            break
+        users = _outside_users(g, group)
+        if not users:
+            break
+        nxt = min(users, key=rank.__getitem__)
+        node = g.node(nxt)
+        if nxt in taken or not is_elementwise(node.op) or node.outputs[0].shape != out_type.shape:
+            break
+        if g.guards and g.guards.get(nxt) != guard:
+            break  # the two run under different conditions
         group.append(nxt)
+        if _closed(g, group, outputs):
+            best = list(group)
+    return best
 
 
 def _body(g: Graph, group: list[int]) -> tuple[FusedBody, list[Value]]:
@@ -75,7 +101,7 @@ def _replace(g: Graph, group: list[int]) -> None:
     body, externals = _body(g, group)
     names = [g.node(n).name for n in group if g.node(n).name]
     (out,) = g.add_node("fused", externals, {"body": body}, name=names[-1] if names else "")
-    if group[0] in g.guards:  # the members share it (_single_use)
+    if group[0] in g.guards:  # the members share it (_grow)
         g.guards[out.node] = g.guards[group[0]]
     g.replace_uses(Value(group[-1]), out)
     for nid in reversed(group):
@@ -88,13 +114,14 @@ def fuse_ops(g: Graph) -> bool:
     taken: set[int] = set()
     groups = []
     order = g.op_nodes()
+    rank = {nid: k for k, nid in enumerate(g.topo_order())}
     for phase in ("anchors", "chains"):
         for nid in order:
             op = g.node(nid).op
             starts = is_anchor(op) if phase == "anchors" else is_elementwise(op)
             if nid in taken or not starts:
                 continue
-            group = _grow(g, nid, outputs, taken)
+            group = _grow(g, nid, outputs, taken, rank)
             if len(group) > 1:
                 groups.append(group)
                 taken.update(group)

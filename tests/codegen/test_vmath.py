@@ -75,6 +75,17 @@ def test_float32_accuracy(name, rng, max_ulp, max_abs):
         assert ab <= max_abs
 
 
+def test_sigmoid_denormal_results():
+    """sigmoid(x) for x in [-104, -87] is a denormal float32: rounded once (its exp scales by
+    2^(k+24), then 2^-24), not flushed to zero or held at the smallest normal."""
+    x = inputs(-110, -86, 1 << 16)
+    y = np.zeros_like(x)
+    math_kernel("sigmoid", x.size)(x, y)
+    ref = REF["sigmoid"](x.astype(np.float64))
+    assert np.all(np.abs(y - ref) <= np.spacing(np.abs(ref).astype(np.float32)))  # within 1 ulp
+    assert np.all(y[x < -104] == 0) and np.all(y[x > -103] > 0)
+
+
 @pytest.mark.parametrize("name", ["sin", "cos"])
 def test_sincos_wide_range(name):
     x = inputs(-1e4, 1e4, 1 << 18)

@@ -56,20 +56,71 @@ def test_epilogue_fuses_into_conv_and_stops_at_a_graph_output():
         np.testing.assert_array_equal(p, q)
 
 
-def test_elementwise_chain_fuses_and_fanout_splits_groups():
+def _diamond(b_is_output: bool) -> Graph:
     g = Graph("chain")
     x = g.add_input("x", TensorType((16,)))
     (a,) = g.add_node("exp", [x])
     (b,) = g.add_node("neg", [a])
     (c,) = g.add_node("abs", [b])
-    (d,) = g.add_node("mul", [c, b])  # b has two consumers: the chain breaks after it
-    g.set_outputs([("d", d)])
+    (d,) = g.add_node("mul", [c, b])  # b has two consumers, both after it
+    g.set_outputs([("d", d), ("b", b)] if b_is_output else [("d", d)])
+    return g
+
+
+def test_elementwise_diamond_fuses_whole():
+    g = _diamond(b_is_output=False)
+    assert fuse_ops(g)
+    assert _body_lines(g)[1:3] == ["  %5 = fused(%x) body=exp+neg+abs+mul : f32[16]", "  return %5 as d"]
+    assert not fuse_ops(g)
+
+
+def test_a_value_read_outside_ends_the_group():
+    g = _diamond(b_is_output=True)  # b leaves the graph: the first kernel must write it
     assert fuse_ops(g)
     assert _body_lines(g)[1:3] == [
         "  %5 = fused(%x) body=exp+neg : f32[16]",
         "  %6 = fused(%5) body=abs+mul : f32[16]",
     ]
     assert not fuse_ops(g)
+
+
+def _conv_silu(transpose_reads_conv: bool) -> Graph:
+    g = Graph("silu")
+    x = g.add_input("x", TensorType((1, 3, 8, 8)))
+    w = g.add_const(RNG.standard_normal((4, 3, 3, 3)).astype(np.float32))
+    conv_attrs = {"strides": (1, 1), "pads": (1, 1, 1, 1), "dilations": (1, 1), "group": 1}
+    (c,) = g.add_node("conv", [x, w], conv_attrs, name="conv")
+    (s,) = g.add_node("sigmoid", [c])
+    (y,) = g.add_node("mul", [c, s], name="silu")
+    outs = [("y", y)]
+    if transpose_reads_conv:
+        (t,) = g.add_node("transpose", [c], {"perm": (0, 1, 3, 2)}, name="flip")
+        outs.append(("t", t))
+    g.set_outputs(outs)
+    return g
+
+
+def test_silu_diamond_joins_the_conv_epilogue():
+    g = _conv_silu(transpose_reads_conv=False)
+    feeds = {"x": RNG.standard_normal((1, 3, 8, 8), np.float32)}
+    before = run_reference(g, feeds)
+    assert fuse_ops(g)
+    verify(g)
+    assert _body_lines(g)[1] == "  %5 = fused(%x, %c1) body=conv+sigmoid+mul : f32[1,4,8,8]"
+    np.testing.assert_array_equal(before[0], run_reference(g, feeds)[0])
+
+
+def test_silu_diamond_stays_apart_when_the_conv_is_read_elsewhere():
+    g = _conv_silu(transpose_reads_conv=True)  # the conv's output must reach memory for it
+    feeds = {"x": RNG.standard_normal((1, 3, 8, 8), np.float32)}
+    before = run_reference(g, feeds)
+    assert fuse_ops(g)
+    verify(g)
+    lines = _body_lines(g)
+    assert any(ln.startswith("  %2 = conv(%x, %c1) ") for ln in lines)
+    assert any("fused(%2) body=sigmoid+mul" in ln for ln in lines)
+    for p, q in zip(before, run_reference(g, feeds), strict=True):
+        np.testing.assert_array_equal(p, q)
 
 
 def test_zoo_models_keep_their_outputs():
