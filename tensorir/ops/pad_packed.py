@@ -46,7 +46,7 @@ def _infer(ins: Types, attrs: dict[str, Any]) -> Types:
     return [TensorType(_out_shape(x.shape, pads, int(attrs["block"])), x.dtype)]
 
 
-@register_op("pad_packed", infer=_infer, pattern="injective")
+@register_op("pad_packed", infer=_infer, pattern="injective", gpu="injective")
 def pad_packed(x: np.ndarray, pads: tuple[int, ...], block: int) -> np.ndarray:
     p = [(0, 0)] + [(pads[k], pads[k + 3]) for k in range(3)]
     return pack_array(np.pad(unpack_array(x), p), block)

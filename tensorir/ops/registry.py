@@ -269,3 +269,8 @@ def _load_all() -> None:
     for mod in pkgutil.iter_modules(pkg.__path__):
         if mod.name not in ("registry", "infer", "kernel"):
             importlib.import_module(f"tensorir.ops.{mod.name}")
+    # every op's `gpu` template attached now that all are registered: gpu_schedules attaches
+    # them when imported, which the alphabetical walk above does before ops/p*.py register
+    from tensorir.ops.gpu_schedules import register_gpu_schedules
+
+    register_gpu_schedules()

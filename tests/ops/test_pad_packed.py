@@ -1,5 +1,6 @@
 """pad_packed: a zero pad of a packed tensor's channels and space in the output's block;
-compiled against numpy, and the lanes copied as vectors in runs of gcd(blocks)."""
+compiled against numpy on the host and on PoCL's OpenCL device, and the lanes copied as
+vectors in runs of gcd(blocks)."""
 
 from __future__ import annotations
 
@@ -21,9 +22,10 @@ from tensorir.ops.layout import pack_array, unpack_array
         ((1, 6, 3, 4), 2, (2, 1, 0, 0, 0, 3), 8),
     ],
 )
-def test_compiled_pad_packed_matches_numpy(shape, block, pads, out_block):
+@pytest.mark.parametrize("target", ["host", "opencl:pocl"])
+def test_compiled_pad_packed_matches_numpy(shape, block, pads, out_block, target):
     x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
-    (got,) = run_op("pad_packed", [pack_array(x, block)], {"pads": pads, "block": out_block}, target="host")
+    (got,) = run_op("pad_packed", [pack_array(x, block)], {"pads": pads, "block": out_block}, target=target)
     spec = [(0, 0)] + [(pads[k], pads[k + 3]) for k in range(3)]
     np.testing.assert_array_equal(unpack_array(got), np.pad(x, spec))
     assert got.shape[4] == out_block

@@ -299,8 +299,9 @@ def test_concat_of_different_blocks_and_resize_stay_packed():
     assert_same_results(g, packed, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("target", ["host", "opencl:pocl"])
 @pytest.mark.parametrize("blocks, out_block", [((8, 8, 8, 8), 16), ((4, 2), 2), ((16, 8), 8), ((1, 4), 4)])
-def test_compiled_concat_packed_matches_reference(blocks, out_block):
+def test_compiled_concat_packed_matches_reference(blocks, out_block, target):
     rng = np.random.default_rng(len(blocks))
     channels = [24 if b == 8 and out_block == 16 else 4 * b for b in blocks]
     xs = [
@@ -308,7 +309,7 @@ def test_compiled_concat_packed_matches_reference(blocks, out_block):
         for c, b in zip(channels, blocks, strict=True)
     ]
     want = pack_array(np.concatenate([unpack_array(x) for x in xs], axis=1), out_block)
-    (got,) = run_op("concat_packed", xs, {"block": out_block}, target="host")
+    (got,) = run_op("concat_packed", xs, {"block": out_block}, target=target)
     np.testing.assert_array_equal(got, want)
 
 
