@@ -11,8 +11,12 @@ expand recomputed for the depthwise's halo rows, the expanded tensor never in me
 combination is compiled and the model timed, interleaved; the
 result is recorded under the model's key (`tensorir.compiler.model_key`) with config
 {"layout_block": x, "fuse_dwpw": bool or "block"} ("fuse_dwpw" only for models that have a block to
-merge). `tir compile` then reads it like any record (pipeline.model_choices), and the kernel
-tasks are extracted from the graph with the chosen knobs.
+merge). Where the best of those merges, the merge is then chosen block by block
+(`refine_merge_plan`: per depthwise conv, apart / with the 1x1 after it / the whole block, each
+level kept only where the whole model ran faster with it), and the plan found ("fuse_dwpw":
+"BBTT...N") is measured in a last round with the others. `tir compile` then reads it like
+any record (pipeline.model_choices), and the kernel tasks are extracted from the graph with
+the chosen knobs.
 """
 
 from __future__ import annotations
@@ -70,46 +74,141 @@ def tune_model_level(
     runs: int = 20,
     log=print,
     threads: int | None = None,
+    per_block: bool = True,
 ) -> dict | None:
     """Measure the model with every model-level config (all together, interleaved) unless
     each has a record; the best config (None when the model has nothing to choose). A new
     round (a config without a record: new code offers a new choice) replaces the model's
     records: the old round's timings came from other code, so they cannot rank with it (they
-    had MobileNetV2-224 keep an old unmerged record over the faster new whole-block merge)."""
-    import tensorir as tir
+    had MobileNetV2-224 keep an old unmerged record over the faster new whole-block merge).
+
+    `per_block`: then, where the best config merges depthwise convs, choose the merge block
+    by block (refine_merge_plan) and measure the plan found in a last round with the others."""
     from tensorir.compiler import model_key
     from tensorir.frontend import model_bytes
+    from tensorir.pipeline import is_plan
 
     key = model_key(model_bytes(model), input_shapes)
     done = [r for r in db.workload_records(key, device, target) if r.get("mean_cost") is not None]
     configs = model_configs(model, target, input_shapes)
+    plans = [r["config"] for r in done if is_plan(r["config"].get("fuse_dwpw"))]
     if not all(any(_same(c, r["config"]) for r in done) for c in configs):
-        # all choices measured together, interleaved (one at a time drifts with the machine)
-        mods = [
-            tir.compile(
-                os.fspath(model),
-                target,
-                input_shapes,
-                layout_block=c["layout_block"],
-                fuse_dwpw=c.get("fuse_dwpw"),
-            )
-            for c in configs
-        ]
-        for mod in mods:
-            if threads:
-                mod.set_num_threads(threads)
-        timings = time_interleaved(mods, runs)
-        db.forget(key, device)
-        done = []
-        for config, costs in zip(configs, timings, strict=True):
-            rec = {"workload_key": key, "device": device, "target": target, "config": config}
-            db.add({**rec, "costs": costs})
-            done.append({"config": config, "mean_cost": float(np.mean(costs))})
-            log(f"  {_label(config)}: {np.mean(costs) * 1e3:.3f} ms per run")
+        where = (device, target)
+        done, plans = _measure_round(model, db, key, where, input_shapes, configs, runs, log, threads), []
+    best = _best(done, configs + plans)
+    if per_block and best is not None and "fuse_dwpw" in best and not plans:
+        plan = refine_merge_plan(model, target, input_shapes, best, runs, threads, log)
+        if plan is not None:
+            plans = [{"layout_block": best["layout_block"], "fuse_dwpw": plan}]
+            log(f"  merge plan {plan}: measured with the model-level configs")
+            both = configs + plans
+            done = _measure_round(model, db, key, (device, target), input_shapes, both, runs, log, threads)
+            best = _best(done, configs + plans)
+    return best
+
+
+def _measure_round(model, db, key, where, input_shapes, configs, runs, log, threads) -> list[dict]:
+    """Compile the model with each config, time them interleaved, replace the model's records
+    by these; the records as {"config", "mean_cost"}."""
+    device, target = where
+    mods = [_compile(model, target, input_shapes, c, threads) for c in configs]
+    timings = time_interleaved(mods, runs)  # all together: one at a time drifts with the machine
+    db.forget(key, device)
+    done = []
+    for config, costs in zip(configs, timings, strict=True):
+        rec = {"workload_key": key, "device": device, "target": target, "config": config}
+        db.add({**rec, "costs": costs})
+        done.append({"config": config, "mean_cost": float(np.mean(costs))})
+        log(f"  {_label(config)}: {np.mean(costs) * 1e3:.3f} ms per run")
+    return done
+
+
+def _best(done: list[dict], configs: list[dict]) -> dict | None:
     finite = [
         r for r in done if math.isfinite(r["mean_cost"]) and any(_same(c, r["config"]) for c in configs)
     ]
     return dict(min(finite, key=lambda r: r["mean_cost"])["config"]) if finite else None
+
+
+def _compile(model, target: str, input_shapes, config: Mapping, threads: int | None):
+    import tensorir as tir
+
+    mod = tir.compile(
+        os.fspath(model),
+        target,
+        input_shapes,
+        layout_block=config["layout_block"],
+        fuse_dwpw=config.get("fuse_dwpw"),
+    )
+    if threads:
+        mod.set_num_threads(threads)
+    return mod
+
+
+def refine_merge_plan(
+    model: str | os.PathLike,
+    target: str,
+    input_shapes: Mapping[str, Sequence[int]] | None,
+    base: Mapping,
+    runs: int = 20,
+    threads: int | None = None,
+    log=print,
+    margin: float = 0.02,
+) -> str | None:
+    """The merge plan (passes/fuse_dwpw.py: per depthwise conv N, T or B) that `base`'s
+    layout block runs fastest with, found block by block: from the plan `base`'s merge rule
+    gives, each depthwise conv in turn tries its other levels, the whole model timed with each
+    (interleaved with the current plan), and a level is kept only where the model ran more
+    than `margin` faster, twice: the second time on fresh builds of both. None when the model
+    has no depthwise conv or no level won."""
+    from autotune.task import load_graph
+    from tensorir.passes import copy_graph
+    from tensorir.passes.fuse_dwpw import PLAN_LEVELS, apply_plan, plan_of
+    from tensorir.pipeline import merge_choice
+
+    block = base["layout_block"]
+    unmerged = load_graph(model, target, input_shapes, block, fuse_dwpw=False)
+    start = plan_of(load_graph(model, target, input_shapes, block, merge_choice(base.get("fuse_dwpw"))))
+    if not start:
+        return None
+
+    def effective(plan: str) -> str:  # the plan as it applies (a level that cannot merge: less)
+        g = copy_graph(unmerged)
+        apply_plan(g, plan)
+        return plan_of(g)
+
+    def build(plan: str):
+        return _compile(model, target, input_shapes, {"layout_block": block, "fuse_dwpw": plan}, threads)
+
+    plan, mod, seen = start, build(start), {start}
+    log(f"  merge plan per block, from {start} (layout block {block}):")
+    for k in range(len(plan)):
+        alts = []
+        for level in PLAN_LEVELS:
+            alt = effective(plan[:k] + level + plan[k + 1 :])
+            if alt not in seen:
+                seen.add(alt)
+                alts.append(alt)
+        if not alts:
+            continue
+        mods = [mod] + [build(a) for a in alts]
+        costs = _medians(mods, runs)
+        k_best = int(np.argmin(costs))
+        verdict = "no gain"
+        if k_best and costs[k_best] < costs[0] * (1 - margin):
+            # confirmed on fresh builds of both: two builds of one graph differ by up to 2-3%
+            # in one timing here (MobileNetV2-224), as much as a block's merge changes
+            again = _medians([build(plan), build(alts[k_best - 1])], runs)
+            verdict = "kept" if again[1] < again[0] * (1 - margin) else "not confirmed"
+        tried = " ".join(f"{a[k]} {c * 1e3:.3f}" for a, c in zip([plan, *alts], costs, strict=True))
+        log(f"    conv {k}: {tried} ms: {verdict}")
+        if verdict == "kept":
+            plan, mod = alts[k_best - 1], mods[k_best]
+    return plan if plan != start else None
+
+
+def _medians(mods: list, runs: int) -> list[float]:
+    return [float(np.median(c)) for c in time_interleaved(mods, 2 * runs, rounds=8)]
 
 
 def _label(config: Mapping) -> str:

@@ -82,6 +82,7 @@ from tensorir.passes.dead_code import dead_code
 from tensorir.passes.fold_batchnorm import fold_batchnorm
 from tensorir.passes.fold_constants import fold_constants
 from tensorir.passes.fold_qdq import fold_qdq, has_int8_convs
+from tensorir.passes.fuse_dwpw import PLAN_LEVELS, apply_plan
 from tensorir.passes.fuse_dwpw import fuse_dwpw as merge_dwpw
 from tensorir.passes.fuse_dwpw import fuse_expand as merge_expand
 from tensorir.passes.fuse_ops import fuse_ops
@@ -112,7 +113,9 @@ def optimize(
     fp16 where the target computes in float16); `precision` "fp16": float32 tensors become
     float16 (passes/precision.py; the ops kept in float32 are listed in `float32_ops`);
     `fuse_dwpw` merges depthwise convs into the 1x1 conv after them on CPUs, and "block" also
-    the 1x1 expand in front of them (default: TIR_FUSE_DWPW and TIR_FUSE_EXPAND, both on)."""
+    the 1x1 expand in front of them (default: TIR_FUSE_DWPW and TIR_FUSE_EXPAND, both on); a
+    merge plan (a string of N / T / B, one per depthwise conv: passes/fuse_dwpw.py) chooses
+    per block."""
     g = copy_graph(g)
     # QDQ matmul / gemm / conv -> integer qdense / qconv1x1 / qdwconv, on the importer's form
     run(lambda graph: fold_qdq(graph, target), g, "fold qdq")
@@ -140,7 +143,9 @@ def optimize(
         run(fuse_ops, g, "fuse ops")
         if fuse_dwpw is None:
             fuse_dwpw = fuse_dwpw_enabled() and ("block" if fuse_expand_enabled() else True)
-        if fuse_dwpw and get_target(target).kind == "llvm":  # depthwise + 1x1 as one kernel
+        if is_plan(fuse_dwpw) and get_target(target).kind == "llvm":  # a tuned plan per block
+            run(lambda graph: apply_plan(graph, fuse_dwpw), g, "fuse dwpw (plan)")
+        elif fuse_dwpw and get_target(target).kind == "llvm":  # depthwise + 1x1 as one kernel
             run(merge_dwpw, g, "fuse dwpw")
             if fuse_dwpw == "block":  # and the 1x1 expand in front: the whole block
                 run(merge_expand, g, "fuse expand")
@@ -208,8 +213,16 @@ def model_choices(
 
 
 def merge_choice(value: Any) -> bool | str:
-    """A record's "fuse_dwpw": False, True (depthwise + 1x1) or "block" (with the expand)."""
-    return "block" if value == "block" else bool(value)
+    """A record's "fuse_dwpw": False, True (depthwise + 1x1), "block" (with the expand) or a
+    merge plan (per depthwise conv, passes/fuse_dwpw.py)."""
+    if value == "block" or is_plan(value):
+        return value
+    return bool(value)
+
+
+def is_plan(value: Any) -> bool:
+    """Whether a "fuse_dwpw" value is a per-block merge plan ("TTBN..."), not a switch."""
+    return isinstance(value, str) and value != "block" and bool(value) and not set(value) - set(PLAN_LEVELS)
 
 
 IGNORED = "the tuning run's whole-model check timed this model faster without its records"

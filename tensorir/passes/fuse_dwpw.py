@@ -115,68 +115,147 @@ def merge_bodies(
     return FusedBody(tuple(steps), n, n1 + (second.anchor or 0)), ins
 
 
+def _merge_pair(g: Graph, nid: int, outputs: set[Value]) -> Value | None:
+    """Merge the depthwise group `nid` into the 1x1 conv that alone reads it; the merged
+    node's output, or None where they cannot merge."""
+    if nid in g.guards:
+        return None
+    first = _as_body(g, nid)
+    if first is None or not _is_depthwise(g, *first):
+        return None
+    mid = Value(nid)
+    users = g.consumers(mid)
+    if mid in outputs or len(users) != 1 or len(g.node(nid).outputs) != 1:
+        return None
+    ((user, _),) = users
+    if user in g.guards:
+        return None
+    second = _as_body(g, user)
+    if second is None or not _is_pointwise(g, *second):
+        return None
+    body2, ins2 = second
+    if ins2[body2.steps[0].args[0]] != mid or ins2.count(mid) != 1:
+        return None  # mid must be the 1x1 conv's input x, and only that
+    body, ins = merge_bodies(*first, body2, ins2, mid)
+    names = [g.node(k).name for k in (nid, user) if g.node(k).name]
+    (out,) = g.add_node("fused", ins, {"body": body}, name=names[-1] if names else "")
+    g.replace_uses(Value(user), out)
+    g.remove_node(user)
+    g.remove_node(nid)
+    return out
+
+
 def fuse_dwpw(g: Graph) -> bool:
     """Merge each depthwise group into the 1x1 conv that alone reads it (module docstring)."""
     outputs = {v for _, v in g.outputs}
     changed = False
     for nid in list(g.op_nodes()):
-        if nid not in g.nx or nid in g.guards:
-            continue
-        first = _as_body(g, nid)
-        if first is None or not _is_depthwise(g, *first):
-            continue
-        mid = Value(nid)
-        users = g.consumers(mid)
-        if mid in outputs or len(users) != 1 or len(g.node(nid).outputs) != 1:
-            continue
-        ((user, _),) = users
-        if user in g.guards:
-            continue
-        second = _as_body(g, user)
-        if second is None or not _is_pointwise(g, *second):
-            continue
-        body2, ins2 = second
-        if ins2[body2.steps[0].args[0]] != mid or ins2.count(mid) != 1:
-            continue  # mid must be the 1x1 conv's input x, and only that
-        body, ins = merge_bodies(*first, body2, ins2, mid)
-        names = [g.node(k).name for k in (nid, user) if g.node(k).name]
-        (out,) = g.add_node("fused", ins, {"body": body}, name=names[-1] if names else "")
-        g.replace_uses(Value(user), out)
-        g.remove_node(user)
-        g.remove_node(nid)
-        changed = True
+        if nid in g.nx:
+            changed |= _merge_pair(g, nid, outputs) is not None
     return changed
+
+
+def _merge_expand(g: Graph, nid: int, outputs: set[Value], min_bytes: int) -> bool:
+    """Merge the 1x1 expand in front of the merged depthwise + 1x1 node `nid` into it, where
+    the expanded tensor has at least `min_bytes`."""
+    from tensorir.ops.dwpw import is_dwpw
+
+    node = g.node(nid)
+    if node.op != "fused" or nid in g.guards or not is_dwpw(node.attr.get("body")):
+        return False
+    body, ins = node.attr["body"], g.inputs_of(nid)
+    if sum(s.op == "conv2d_nchwc" for s in body.steps) != 2:
+        return False  # already holds its expand
+    mid = ins[body.steps[0].args[0]]
+    if mid.node not in g.nx or mid in outputs or ins.count(mid) != 1 or mid.node in g.guards:
+        return False
+    if len(g.consumers(mid)) != 1 or len(g.node(mid.node).outputs) != 1:
+        return False
+    first = _as_body(g, mid.node)
+    if first is None or not _is_pointwise(g, *first):  # (group 1: not a depthwise)
+        return False
+    if g.type_of(mid).nbytes < min_bytes:
+        return False
+    merged, merged_ins = merge_bodies(*first, body, ins, mid)
+    (out,) = g.add_node("fused", merged_ins, {"body": merged}, name=node.name)
+    g.replace_uses(Value(nid), out)
+    g.remove_node(nid)
+    g.remove_node(mid.node)
+    return True
 
 
 def fuse_expand(g: Graph) -> bool:
     """Merge the 1x1 expand conv in front of each merged depthwise + 1x1 node into it: the
     whole inverted-residual block as one kernel (ops/dwpw.py computes the expand per channel
     block over the rows the depthwise reads, so the expanded tensor never reaches memory)."""
-    from tensorir.ops.dwpw import is_dwpw
-
     outputs = {v for _, v in g.outputs}
     changed = False
     for nid in list(g.op_nodes()):
-        node = g.node(nid) if nid in g.nx else None
-        if node is None or node.op != "fused" or nid in g.guards or not is_dwpw(node.attr.get("body")):
-            continue
-        body, ins = node.attr["body"], g.inputs_of(nid)
-        if sum(s.op == "conv2d_nchwc" for s in body.steps) != 2:
-            continue  # already holds its expand
-        mid = ins[body.steps[0].args[0]]
-        if mid.node not in g.nx or mid in outputs or ins.count(mid) != 1 or mid.node in g.guards:
-            continue
-        if len(g.consumers(mid)) != 1 or len(g.node(mid.node).outputs) != 1:
-            continue
-        first = _as_body(g, mid.node)
-        if first is None or not _is_pointwise(g, *first):  # (group 1: not a depthwise)
-            continue
-        if g.type_of(mid).nbytes < MIN_EXPANDED_BYTES:
-            continue
-        merged, merged_ins = merge_bodies(*first, body, ins, mid)
-        (out,) = g.add_node("fused", merged_ins, {"body": merged}, name=node.name)
-        g.replace_uses(Value(nid), out)
-        g.remove_node(nid)
-        g.remove_node(mid.node)
-        changed = True
+        if nid in g.nx:
+            changed |= _merge_expand(g, nid, outputs, MIN_EXPANDED_BYTES)
     return changed
+
+
+# ---- per-block plans ------------------------------------------------------------------
+# A merge plan says, per depthwise conv of the model (in the order of their weights), what
+# joins it: N nothing, T the 1x1 conv after it (fuse_dwpw), B that and the 1x1 expand in front
+# (fuse_expand, whatever the expanded tensor's size: the plan was measured). The tuner
+# (autotune/graph_tune.py) starts from the plan the rules above give and keeps, block by
+# block, the level that makes the whole model faster.
+PLAN_LEVELS = "NTB"
+
+
+def _depthwise_weight(g: Graph, body: FusedBody, ins: list[Value]) -> int:
+    return ins[body.steps[0].args[1]].node
+
+
+def depthwise_convs(g: Graph) -> list[int]:
+    """The depthwise conv groups of `g` (after fuse_ops, before any merge), in the order of
+    their weights' node ids: the positions of a merge plan."""
+    found = []
+    for nid in g.op_nodes():
+        first = _as_body(g, nid)
+        if first is not None and _is_depthwise(g, *first):
+            found.append((_depthwise_weight(g, *first), nid))
+    return [nid for _, nid in sorted(found)]
+
+
+def apply_plan(g: Graph, plan: str) -> bool:
+    """Merge the depthwise convs of `g` as `plan` says (one letter of PLAN_LEVELS each);
+    a level that cannot apply (no 1x1 conv alone after it, no expand in front) merges less."""
+    from tensorir.errors import TirError
+
+    convs = depthwise_convs(g)
+    if len(plan) != len(convs) or set(plan) - set(PLAN_LEVELS):
+        raise TirError(
+            f"merge plan {plan!r}: the model has {len(convs)} depthwise convs, so the plan needs "
+            f"{len(convs)} letters of {PLAN_LEVELS!r} (N: apart, T: with the 1x1 after, B: the block)"
+        )
+    outputs = {v for _, v in g.outputs}
+    changed = False
+    for nid, level in zip(convs, plan, strict=True):
+        out = _merge_pair(g, nid, outputs) if level in "TB" else None
+        changed |= out is not None
+        if out is not None and level == "B":
+            _merge_expand(g, out.node, outputs, min_bytes=0)
+    return changed
+
+
+def plan_of(g: Graph) -> str:
+    """The merge plan a merged graph follows: per depthwise weight (in node id order), the
+    level of the node that reads it."""
+    from tensorir.ops.dwpw import is_dwpw
+
+    levels = []
+    for nid in g.op_nodes():
+        node = g.node(nid)
+        body = node.attr.get("body") if node.op == "fused" else None
+        if is_dwpw(body):
+            convs = [k for k, s in enumerate(body.steps) if s.op == "conv2d_nchwc"]
+            dw = body.steps[convs[-2]]  # the depthwise: the conv before the 1x1 anchor
+            levels.append((g.inputs_of(nid)[dw.args[1]].node, "B" if len(convs) == 3 else "T"))
+            continue
+        first = _as_body(g, nid)
+        if first is not None and _is_depthwise(g, *first):
+            levels.append((_depthwise_weight(g, *first), "N"))
+    return "".join(level for _, level in sorted(levels))

@@ -13,8 +13,10 @@ import onnxruntime as ort
 import pytest
 
 import tensorir as tir
+from tensorir.errors import TirError
 from tensorir.frontend import load_graph_any
 from tensorir.graph.printer import print_graph
+from tensorir.graph.verify import verify
 from tensorir.passes.fuse_dwpw import MIN_EXPANDED_BYTES, fuse_dwpw, fuse_expand
 from tensorir.pipeline import optimize
 
@@ -136,3 +138,42 @@ def test_whole_block_is_a_model_level_choice(tmp_path):
         return sorted(k.count("conv2d_nchwc") for k in _merged(mod))
 
     assert convs("block") == [3] and convs(True) == [1, 2] and convs(False) == [1, 1, 1]
+
+
+def test_a_merge_plan_chooses_per_block():
+    """A plan (one letter per depthwise conv, in weight order: N apart, T with the 1x1 after,
+    B the whole block) merges what it says; where a level cannot apply (no expand in front of
+    the first block, 7-row maps below the merge's MIN_ROWS) it merges less, and plan_of reads
+    back what was done. The size rule for B does not apply: the plan was measured."""
+    from autotune.task import load_graph
+    from benchmarks.zoo import build
+    from tensorir.passes import copy_graph
+    from tensorir.passes.fuse_dwpw import apply_plan, depthwise_convs, plan_of
+
+    model = build("mobilenet_v2_224")
+    unmerged = load_graph(model, fuse_dwpw=False)
+    assert len(depthwise_convs(unmerged)) == 17 and plan_of(unmerged) == "N" * 17
+    assert plan_of(load_graph(model, fuse_dwpw="block")) == "TB" + "T" * 11 + "NNNN"  # the rules' plan
+    for plan, done in [("B" * 17, "T" + "B" * 12 + "NNNN"), ("NTB" * 5 + "TT", "NTBNTBNTBNTBNNNNN")]:
+        g = copy_graph(unmerged)
+        assert apply_plan(g, plan)
+        verify(g)
+        assert plan_of(g) == done
+    with pytest.raises(TirError, match="17 depthwise convs"):
+        apply_plan(copy_graph(unmerged), "TB")
+
+
+def test_a_plan_record_compiles_and_matches_onnxruntime():
+    from benchmarks.zoo import build, sample_inputs
+    from tensorir.compiler import model_key
+
+    model = build("mobilenet_v2_96")
+    feeds = sample_inputs(model)
+    key, lanes = model_key(model.SerializeToString()), tir.target.get_target("host").vector_lanes("float32")
+    plan = "NB" + "T" * 11 + "BNNN"  # 3 x 3 maps at the end: only N applies there
+    mod = tir.compile(model, records={key: {"layout_block": lanes, "fuse_dwpw": plan}})
+    bodies = [k["workload"].split(" ")[0] for k in mod.manifest["kernels"]]
+    assert sorted(b.count("conv2d_nchwc") for b in bodies if "conv2d_nchwc" in b).count(3) == 1
+    want = ort.InferenceSession(model.SerializeToString()).run(None, feeds)
+    for got, ref in zip(mod.run(feeds), want, strict=True):
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
