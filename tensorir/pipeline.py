@@ -140,7 +140,8 @@ def optimize(
     if layout:  # NCHW -> NCHW[x]c, transforms at boundaries
         run(make_layout_pass(target, layout_block), g, "layout")
     if fuse:  # anchor ops (conv, dense, matmul, pool) + elementwise epilogues -> fused groups
-        run(fuse_ops, g, "fuse ops")
+        diamonds = get_target(target).kind != "llvm"  # SiLU into a conv epilogue: GPUs only
+        run(lambda graph: fuse_ops(graph, anchor_diamonds=diamonds), g, "fuse ops")
         if fuse_dwpw is None:
             fuse_dwpw = fuse_dwpw_enabled() and ("block" if fuse_expand_enabled() else True)
         if is_plan(fuse_dwpw) and get_target(target).kind == "llvm":  # a tuned plan per block

@@ -6,8 +6,10 @@ Rules, after TVM's FuseOps with the mobile engines' epilogues in mind (the op tr
   global pools; not max_pool) absorbs the chain of elementwise ops that follows it (bias
   add, BN scale/shift, activation, residual add), one consumer at a time, while the chain
   keeps the anchor's output shape and every op but the last is read only inside the group
-  and is not a graph output (so SiLU's diamond, x * sigmoid(x), joins whole);
-- a run of elementwise ops with single consumers becomes one injective kernel.
+  and is not a graph output (so SiLU's diamond, x * sigmoid(x), joins whole: on OpenCL
+  targets; on CPUs an anchor takes a plain chain, each link read once);
+- a run of elementwise ops read only inside it (diamonds included) becomes one injective
+  kernel.
 
 Each group of two or more ops becomes one `fused` node (tensorir/ops/fused.py):
 
@@ -36,22 +38,29 @@ def _outside_users(g: Graph, group: list[int]) -> set[int]:
     return {u for m in group for u, _ in g.consumers(Value(m))} - members
 
 
-def _closed(g: Graph, group: list[int], outputs: set[Value]) -> bool:
-    """Only the last member is read outside the group (it is the fused node's one output)."""
+def _closed(g: Graph, group: list[int], outputs: set[Value], chain: bool = False) -> bool:
+    """Only the last member is read outside the group (it is the fused node's one output);
+    `chain`: and every member but the last has exactly one reader."""
     members = set(group)
     return all(
-        _fusible(g, m, outputs) and all(u in members for u, _ in g.consumers(Value(m))) for m in group[:-1]
+        _fusible(g, m, outputs)
+        and all(u in members for u, _ in g.consumers(Value(m)))
+        and not (chain and len(g.consumers(Value(m))) != 1)
+        for m in group[:-1]
     )
 
 
-def _grow(g: Graph, start: int, outputs: set[Value], taken: set[int], rank: dict[int, int]) -> list[int]:
+def _grow(
+    g: Graph, start: int, outputs: set[Value], taken: set[int], rank: dict[int, int], chain: bool = False
+) -> list[int]:
     """start and the elementwise ops after it that keep start's output type, up to the largest
     group that is closed (every member but the last read only inside it).
 
     The ops join in dependency order: the earliest node that reads a member is the next
     candidate, so a diamond (x -> sigmoid, x -> mul(x, sigmoid): SiLU) joins whole, and a
     candidate never reads a value computed from a member outside the group (that value's
-    first outside reader would have come first)."""
+    first outside reader would have come first). `chain`: no diamonds, each member read
+    once (what an anchor takes on CPUs: fuse_ops)."""
     group, best = [start], [start]
     out_type = g.node(start).outputs[0]
     guard = g.guards.get(start) if g.guards else None
@@ -68,7 +77,7 @@ def _grow(g: Graph, start: int, outputs: set[Value], taken: set[int], rank: dict
         if g.guards and g.guards.get(nxt) != guard:
             break  # the two run under different conditions
         group.append(nxt)
-        if _closed(g, group, outputs):
+        if _closed(g, group, outputs, chain):
             best = list(group)
     return best
 
@@ -108,8 +117,13 @@ def _replace(g: Graph, group: list[int]) -> None:
         g.remove_node(nid)
 
 
-def fuse_ops(g: Graph) -> bool:
-    """Replace every fusible group by one `fused` node; True if anything changed."""
+def fuse_ops(g: Graph, anchor_diamonds: bool = True) -> bool:
+    """Replace every fusible group by one `fused` node; True if anything changed.
+
+    `anchor_diamonds` False: an anchor takes a plain chain (each link read once), as on CPUs,
+    where a SiLU in a conv's epilogue measured no faster than its own kernel (ddddocr's
+    detector 1.01x, YOLOv8n 0.99x the time, 1 and 2 threads) and an LSTM captcha reader ran
+    4% slower; on OpenCL it saves a launch and a round trip per SiLU (YOLOv8n on PoCL: 0.91x)."""
     outputs = {v for _, v in g.outputs}
     taken: set[int] = set()
     groups = []
@@ -121,7 +135,8 @@ def fuse_ops(g: Graph) -> bool:
             starts = is_anchor(op) if phase == "anchors" else is_elementwise(op)
             if nid in taken or not starts:
                 continue
-            group = _grow(g, nid, outputs, taken, rank)
+            chain = phase == "anchors" and not anchor_diamonds
+            group = _grow(g, nid, outputs, taken, rank, chain)
             if len(group) > 1:
                 groups.append(group)
                 taken.update(group)

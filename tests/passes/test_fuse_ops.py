@@ -11,6 +11,7 @@ from tensorir.graph.printer import print_graph
 from tensorir.graph.types import TensorType
 from tensorir.graph.verify import verify
 from tensorir.passes.fuse_ops import fuse_ops
+from tensorir.pipeline import optimize
 from tensorir.runtime.reference import run_reference
 
 RNG = np.random.default_rng(0)
@@ -108,6 +109,27 @@ def test_silu_diamond_joins_the_conv_epilogue():
     verify(g)
     assert _body_lines(g)[1] == "  %5 = fused(%x, %c1) body=conv+sigmoid+mul : f32[1,4,8,8]"
     np.testing.assert_array_equal(before[0], run_reference(g, feeds)[0])
+
+
+def test_on_cpus_an_anchor_takes_a_plain_chain():
+    """anchor_diamonds=False (the pipeline's choice for LLVM targets): the conv keeps its own
+    kernel and the SiLU runs as one elementwise kernel after it; OpenCL builds merge them."""
+    g = _conv_silu(transpose_reads_conv=False)
+    feeds = {"x": RNG.standard_normal((1, 3, 8, 8), np.float32)}
+    before = run_reference(g, feeds)
+    assert fuse_ops(g, anchor_diamonds=False)
+    verify(g)
+    lines = _body_lines(g)
+    assert any(ln.startswith("  %2 = conv(%x, %c1) ") for ln in lines)
+    assert any("fused(%2) body=sigmoid+mul" in ln for ln in lines)
+    np.testing.assert_array_equal(before[0], run_reference(g, feeds)[0])
+    model = build("yolov8n_320")
+    host = optimize(from_onnx(model), target="host")
+    gpu = optimize(from_onnx(model), target="opencl:pocl")
+    bodies = [str(n.attr.get("body")) for n in map(host.node, host.op_nodes()) if n.op == "fused"]
+    assert "conv2d_nchwc+sigmoid+mul" not in bodies and "sigmoid+mul" in bodies
+    bodies = [str(n.attr.get("body")) for n in map(gpu.node, gpu.op_nodes()) if n.op == "fused"]
+    assert "conv2d_nchwc+sigmoid+mul" in bodies
 
 
 def test_silu_diamond_stays_apart_when_the_conv_is_read_elsewhere():
