@@ -3,6 +3,7 @@
     python -m benchmarks.layers                     # resnet50, 1 thread
     python -m benchmarks.layers resnet18 --threads 2 --filter 3x3
     python -m benchmarks.layers resnet50 --algorithm direct    # every conv forced to direct
+    python -m benchmarks.layers .wild/captcha_det.onnx         # any .onnx with static input shapes
 
 Compiles the model (tensorir.pipeline.compile_model, so the optimized graph is at hand),
 profiles every kernel with Module.profile (median of --repeat calls each, over the model's
@@ -139,7 +140,12 @@ def profile_layers(name: str, threads: int, repeat: int, algorithm: str | None =
     from tensorir.pipeline import compile_model
     from tensorir.runtime.module import Module
 
-    model = build(name)
+    if name.endswith(".onnx"):  # any model file with static input shapes
+        import onnx
+
+        model = onnx.load(name)
+    else:
+        model = build(name)
     records = None
     if algorithm:
         records = forced_records(model, algorithm)
