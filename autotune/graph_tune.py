@@ -101,6 +101,7 @@ def tune_model_level(
         if plan is not None:
             plans = [{"layout_block": best["layout_block"], "fuse_dwpw": plan}]
             log(f"  merge plan {plan}: measured with the model-level configs")
+            # (the rules' own plan when no level won: recorded, so no later run searches again)
             both = configs + plans
             done = _measure_round(model, db, key, (device, target), input_shapes, both, runs, log, threads)
             best = _best(done, configs + plans)
@@ -159,8 +160,9 @@ def refine_merge_plan(
     layout block runs fastest with, found block by block: from the plan `base`'s merge rule
     gives, each depthwise conv in turn tries its other levels, the whole model timed with each
     (interleaved with the current plan), and a level is kept only where the model ran more
-    than `margin` faster, twice: the second time on fresh builds of both. None when the model
-    has no depthwise conv or no level won."""
+    than `margin` faster, twice: the second time on fresh builds of both (the rules' plan when
+    no level won; it is recorded all the same, so the next `tir tune` does not search again).
+    None when the model has no depthwise conv."""
     from autotune.task import load_graph
     from tensorir.passes import copy_graph
     from tensorir.passes.fuse_dwpw import PLAN_LEVELS, apply_plan, plan_of
@@ -204,7 +206,7 @@ def refine_merge_plan(
         log(f"    conv {k}: {tried} ms: {verdict}")
         if verdict == "kept":
             plan, mod = alts[k_best - 1], mods[k_best]
-    return plan if plan != start else None
+    return plan
 
 
 def _medians(mods: list, runs: int) -> list[float]:
