@@ -160,8 +160,9 @@ def refine_merge_plan(
     layout block runs fastest with, found block by block: from the plan `base`'s merge rule
     gives, each depthwise conv in turn tries its other levels, the whole model timed with each
     (interleaved with the current plan), and a level is kept only where the model ran more
-    than `margin` faster, twice: the second time on fresh builds of both (the rules' plan when
-    no level won; it is recorded all the same, so the next `tir tune` does not search again).
+    than `margin` faster, twice: the second time on fresh builds of both; at the end the plan
+    found must beat the rules' plan in three more timings (else the rules' plan stays; it is
+    recorded all the same, so the next `tir tune` does not search again).
     None when the model has no depthwise conv."""
     from autotune.task import load_graph
     from tensorir.passes import copy_graph
@@ -206,7 +207,21 @@ def refine_merge_plan(
         log(f"    conv {k}: {tried} ms: {verdict}")
         if verdict == "kept":
             plan, mod = alts[k_best - 1], mods[k_best]
+    if plan != start and not _wins_thrice(build, start, plan, runs, margin):
+        log(f"  {plan} did not beat {start} by {margin:.0%} in each of 3 timings: the rules' plan stays")
+        plan = start
     return plan
+
+
+def _wins_thrice(build, start: str, plan: str, runs: int, margin: float) -> bool:
+    """Whether `plan` beats `start` by `margin` in each of three timings on fresh builds: a
+    level that noise let through both of its timings (PicoDet, 2 threads: 1 in 37) seldom
+    survives three more of the whole plan."""
+    for _ in range(3):
+        base, new = _medians([build(start), build(plan)], runs)
+        if not new < base * (1 - margin):
+            return False
+    return True
 
 
 def _medians(mods: list, runs: int) -> list[float]:
