@@ -93,8 +93,8 @@ def tune_model_level(
     configs = model_configs(model, target, input_shapes)
     plans = [r["config"] for r in done if is_plan(r["config"].get("fuse_dwpw"))]
     if not all(any(_same(c, r["config"]) for r in done) for c in configs):
-        where = (device, target)
-        done, plans = _measure_round(model, db, key, where, input_shapes, configs, runs, log, threads), []
+        done = _measure_round(model, db, key, device, target, input_shapes, configs, runs, log, threads)
+        plans = []
     best = _best(done, configs + plans)
     if per_block and best is not None and "fuse_dwpw" in best and not plans:
         plan = refine_merge_plan(model, target, input_shapes, best, runs, threads, log)
@@ -102,16 +102,15 @@ def tune_model_level(
             plans = [{"layout_block": best["layout_block"], "fuse_dwpw": plan}]
             log(f"  merge plan {plan}: measured with the model-level configs")
             # (the rules' own plan when no level won: recorded, so no later run searches again)
-            both = configs + plans
-            done = _measure_round(model, db, key, (device, target), input_shapes, both, runs, log, threads)
-            best = _best(done, configs + plans)
+            configs = configs + plans
+            done = _measure_round(model, db, key, device, target, input_shapes, configs, runs, log, threads)
+            best = _best(done, configs)
     return best
 
 
-def _measure_round(model, db, key, where, input_shapes, configs, runs, log, threads) -> list[dict]:
+def _measure_round(model, db, key, device, target, input_shapes, configs, runs, log, threads) -> list[dict]:
     """Compile the model with each config, time them interleaved, replace the model's records
     by these; the records as {"config", "mean_cost"}."""
-    device, target = where
     mods = [_compile(model, target, input_shapes, c, threads) for c in configs]
     timings = time_interleaved(mods, runs)  # all together: one at a time drifts with the machine
     db.forget(key, device)

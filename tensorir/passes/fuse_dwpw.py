@@ -205,18 +205,19 @@ def fuse_expand(g: Graph) -> bool:
 PLAN_LEVELS = "NTB"
 
 
-def _depthwise_weight(g: Graph, body: FusedBody, ins: list[Value]) -> int:
+def _unmerged_depthwise_weight(g: Graph, nid: int) -> int | None:
+    """The node id of the weight of `nid` if it is a depthwise conv group not merged yet."""
+    first = _as_body(g, nid)
+    if first is None or not _is_depthwise(g, *first):
+        return None
+    body, ins = first
     return ins[body.steps[0].args[1]].node
 
 
 def depthwise_convs(g: Graph) -> list[int]:
     """The depthwise conv groups of `g` (after fuse_ops, before any merge), in the order of
     their weights' node ids: the positions of a merge plan."""
-    found = []
-    for nid in g.op_nodes():
-        first = _as_body(g, nid)
-        if first is not None and _is_depthwise(g, *first):
-            found.append((_depthwise_weight(g, *first), nid))
+    found = [(w, nid) for nid in g.op_nodes() if (w := _unmerged_depthwise_weight(g, nid)) is not None]
     return [nid for _, nid in sorted(found)]
 
 
@@ -255,7 +256,7 @@ def plan_of(g: Graph) -> str:
             dw = body.steps[convs[-2]]  # the depthwise: the conv before the 1x1 anchor
             levels.append((g.inputs_of(nid)[dw.args[1]].node, "B" if len(convs) == 3 else "T"))
             continue
-        first = _as_body(g, nid)
-        if first is not None and _is_depthwise(g, *first):
-            levels.append((_depthwise_weight(g, *first), "N"))
+        weight = _unmerged_depthwise_weight(g, nid)
+        if weight is not None:
+            levels.append((weight, "N"))
     return "".join(level for _, level in sorted(levels))

@@ -128,7 +128,7 @@ def fuse_ops(g: Graph, anchor_diamonds: bool = True) -> bool:
     taken: set[int] = set()
     groups = []
     order = g.op_nodes()
-    rank = {nid: k for k, nid in enumerate(g.topo_order())}
+    rank = {nid: k for k, nid in enumerate(order)}  # readers of op outputs are ops
     for phase in ("anchors", "chains"):
         for nid in order:
             op = g.node(nid).op
