@@ -1,7 +1,8 @@
 """One build, runs back to back against the first runs after a pause, per thread count: what
 an app that runs a model now and then (a camera frame, a key press) sees beside what a loop of
 runs sees. `benchmarks.compare` starts each block of runs after a 50 ms pause (so the other
-engine's threads go to sleep), so its figures sit between the two.
+engine's threads go to sleep) and then runs untimed for 10 ms, so its figures are the
+back-to-back ones.
 
     python -m benchmarks.after_pause mobilenet_v2_96 --threads 1 2 --rounds 10 --pause-ms 50
 

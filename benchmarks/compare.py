@@ -8,9 +8,14 @@
 Both run in this process on the same inputs; their timed runs interleave in blocks of
 BLOCK (BLOCK tensorir runs, BLOCK onnxruntime runs, ...) so machine noise hits both alike.
 Blocks, not single runs: after a run each runtime's worker threads spin a while before they
-sleep, and on 2 cores they would steal the next run's cores; so each block starts after a
-short pause (PAUSE_S) in which the other runtime's threads go to sleep, then one untimed
-run. Reported: medians of --runs timed runs after --warmup runs. Results: a table on stdout and JSON in
+sleep (on the Zen 5 VM, 2 threads: onnxruntime's burn 30-40 ms of CPU after a run,
+tensorir's under 1 ms), and on 2 cores they would steal the next run's cores; so each block starts after
+a pause (PAUSE_S) in which the other runtime's threads go to sleep. After such a pause this
+host runs the next few milliseconds of work slowly (MobileNetV2-96, 2 threads: 1.0, 0.69,
+0.56, 0.54 ms for the first runs, 0.36-0.40 back to back; onnxruntime alike), so each block
+then runs untimed for WARM_S before its timed runs: the table is the back-to-back speed a loop
+of runs sees, and `benchmarks.after_pause` times the runs after a pause. Reported: medians of
+--runs timed runs after --warmup runs. Results: a table on stdout and JSON in
 benchmarks/results/compare.json. Ratio = tensorir / onnxruntime (below 1: tensorir faster).
 Then, per model, start-up (fresh processes: library load to first output, vs onnxruntime's
 session creation and first run), code and weights size and kernel count (benchmarks/startup.py;
@@ -59,6 +64,7 @@ def _ort_session(model, threads: int):
 
 BLOCK = 5
 PAUSE_S = 0.05
+WARM_S = 0.01  # untimed runs after the pause, past the host's ramp (a whole run at least)
 
 
 def _interleaved(fns: list, runs: int, warmup: int) -> list[float]:
@@ -69,7 +75,10 @@ def _interleaved(fns: list, runs: int, warmup: int) -> list[float]:
     while len(times[0]) < runs:
         for k, f in enumerate(fns):
             time.sleep(PAUSE_S)  # let the other runtime's spinning threads go to sleep
+            warm_until = time.perf_counter() + WARM_S
             f()
+            while time.perf_counter() < warm_until:
+                f()
             for _ in range(BLOCK):
                 t0 = time.perf_counter()
                 f()
