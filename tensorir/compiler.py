@@ -359,6 +359,7 @@ def _kernel_entry(
     return {
         "symbol": c.symbol,
         "op": node.op,
+        **({"node": node.name} if node.name else {}),
         **({"device": c.device} if target.kind != "llvm" else {}),
         "args": [a.to_json() for a in c.args],
         **({"guard": [[*a.to_json(), p] for a, p in c.guard]} if c.guard else {}),

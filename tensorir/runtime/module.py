@@ -164,7 +164,7 @@ class Module:
                 times[r, j] = time.perf_counter() - t0
         med = np.median(times, axis=0)
         return [
-            {"symbol": k["symbol"], "op": k["op"], "seconds": float(s)}
+            {"symbol": k["symbol"], "op": k["op"], "node": k.get("node", ""), "seconds": float(s)}
             for k, s in zip(self.manifest["kernels"], med, strict=True)
         ]
 

@@ -148,6 +148,7 @@ class OpenCLModule:
             {
                 "symbol": k["symbol"],
                 "op": k.get("op", ""),
+                "node": k.get("node", ""),
                 "seconds": float(s),
                 "device": k.get("device", "gpu"),
             }

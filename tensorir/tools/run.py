@@ -321,9 +321,10 @@ def module_feeds(mod: Any, given: Mapping[str, np.ndarray], seed: int) -> dict[s
 
 def print_profile(rows: list[dict], top: int = 0) -> None:
     total = sum(r["seconds"] for r in rows) or 1.0
-    print(f"{'kernel':<32} {'op':<14} {'ms':>9} {'share':>7}")
+    print(f"{'kernel':<32} {'op':<14} {'ms':>9} {'share':>7}  node")
     for r in sorted(rows, key=lambda r: -r["seconds"])[: top or None]:
-        print(f"{r['symbol']:<32} {r['op']:<14} {r['seconds'] * 1e3:>9.3f} {r['seconds'] / total:>7.1%}")
+        ms, share = r["seconds"] * 1e3, r["seconds"] / total
+        print(f"{r['symbol']:<32} {r['op']:<14} {ms:>9.3f} {share:>7.1%}  {r.get('node', '')}")
     print(f"{'total':<47} {total * 1e3:>9.3f}")
 
 
