@@ -133,7 +133,7 @@ def load_graph(
     model: Any,
     target: Target | str = "host",
     input_shapes: Mapping[str, Sequence[int]] | None = None,
-    layout_block: int | None = None,
+    layout_block: int | Sequence[int] | None = None,
     fuse_dwpw: bool | str | None = None,
 ) -> Graph:
     """A model (path or ModelProto) imported and optimized exactly as `tir compile` does

@@ -102,7 +102,7 @@ def optimize(
     fuse: bool = True,
     target: Target | str = "host",
     layout: bool | None = None,
-    layout_block: int | None = None,
+    layout_block: int | Sequence[int] | None = None,
     precision: str = "fp32",
     fuse_dwpw: bool | str | None = None,
 ) -> Graph:
@@ -112,6 +112,7 @@ def optimize(
     blocks up to `layout_block` (default: the target's float32 lanes, float16 ones under
     fp16 where the target computes in float16); `precision` "fp16": float32 tensors become
     float16 (passes/precision.py; the ops kept in float32 are listed in `float32_ops`);
+    `layout_block` may also be a list, a cap per layout segment (passes/layout_segments.py);
     `fuse_dwpw` merges depthwise convs into the 1x1 conv after them on CPUs, and "block" also
     the 1x1 expand in front of them (default: TIR_FUSE_DWPW and TIR_FUSE_EXPAND, both on); a
     merge plan (a string of N / T / B, one per depthwise conv: passes/fuse_dwpw.py) chooses
@@ -174,7 +175,7 @@ def compile_model(
     target: Target | str = "host",
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     records: Any = None,
-    layout_block: int | None = None,
+    layout_block: int | Sequence[int] | None = None,
     override_shapes: bool = True,
     signature: str = "serving_default",
     precision: str = "fp32",
@@ -200,8 +201,8 @@ def compile_model(
 
 
 def model_choices(
-    records: Any, key: str, layout_block: int | None, fuse_dwpw: bool | str | None
-) -> tuple[int | None, bool | str | None]:
+    records: Any, key: str, layout_block: int | Sequence[int] | None, fuse_dwpw: bool | str | None
+) -> tuple[int | Sequence[int] | None, bool | str | None]:
     """The model-level knobs (autotune/graph_tune.py): an argument, else the model's best
     record, else None (the defaults). A record from before the fuse_dwpw knob was measured
     without the merge, so it says False; one from before "block" (the expand merged too)
@@ -246,7 +247,7 @@ def compile_graph(
     graph: Graph,
     target: Target | str = "host",
     records: Any = None,
-    layout_block: int | None = None,
+    layout_block: int | Sequence[int] | None = None,
     raw: bytes | None = None,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     symbol_prefix: str = "tir_",

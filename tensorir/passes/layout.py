@@ -36,23 +36,27 @@ reshape, a view, for NCHW1c).
 The channel block of a tensor with C channels is the largest power of two <= x that
 divides C (16 for 64 channels on AVX-512, 8 for 24, 1 for 3), so no channel is padded and
 the layout of a tensor depends on its channel count only: chains never need a transform
-between two packed ops (a conv reads blocks of ib and writes blocks of ob).
+between two packed ops (a conv reads blocks of ib and writes blocks of ob). With a cap per
+layout segment (passes/layout_segments.py: the values joined by ops other than dense convs)
+x is the segment's cap, so the same holds within a segment, and dense convs join segments.
 
 Set TIR_LAYOUT=0 (or pass `layout=False` to pipeline.optimize) to skip the pass.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from tensorir import config
+from tensorir import config, debug
 from tensorir.graph.graph import Graph, Value
 from tensorir.graph.types import TensorType
 from tensorir.ops.layout import pack_array, pack_weight
 from tensorir.ops.registry import is_elementwise, layout_rule
 from tensorir.passes import Pass, add_op, const_of, inherit_name, is_output, remove_dead
+from tensorir.passes.layout_segments import layout_segments, segment_count
 from tensorir.target import Target, get_target
 
 GLOBAL_REDUCTION = {"global_avg": "reduce_mean", "global_max": "reduce_max"}  # by layout rule
@@ -90,22 +94,27 @@ def _constant_weights(g: Graph, conv: int) -> bool:
 
 
 class _Packer:
-    """The rewrite of one graph: `packed` maps an NCHW value to its packed twin."""
+    """The rewrite of one graph: `packed` maps an NCHW value to its packed twin. `caps`: the
+    block cap of each layout segment (passes/layout_segments.py), else `lanes` everywhere."""
 
-    def __init__(self, g: Graph, lanes: int) -> None:
-        self.g, self.lanes = g, lanes
+    def __init__(self, g: Graph, lanes: int, caps: Sequence[int] | None = None) -> None:
+        self.g, self.lanes, self.caps = g, lanes, caps
+        self.segments = layout_segments(g) if caps else {}
         self.packed: dict[Value, Value] = {}
         self.replaced: list[int] = []
 
     # ---- helpers --------------------------------------------------------------------
-    def block_of(self, c: int) -> int:
-        return channel_block(c, self.lanes)
+    def block_of(self, v: Value) -> int:
+        """The block of an NCHW value: of its channels, up to its segment's cap."""
+        seg = self.segments.get(v)
+        cap = self.caps[seg] if self.caps and seg is not None else self.lanes
+        return channel_block(self.g.type_of(v).shape[1], cap)
 
     def to_packed(self, v: Value) -> Value:
         """The packed twin of an NCHW activation (a layout_transform the first time)."""
         if v not in self.packed:
             t = self.g.type_of(v)
-            b = self.block_of(t.shape[1])
+            b = self.block_of(v)
             if b == 1:  # NCHW1c is NCHW with a unit axis: a view, no copy kernel
                 self.packed[v] = add_op(self.g, "reshape", [v], {"shape": (*t.shape, 1)})
             else:
@@ -128,7 +137,7 @@ class _Packer:
         depthwise = group == c == m and w.shape[1] == 1 and group > 1
         if group != 1 and not depthwise:
             return None
-        ob = self.block_of(m)
+        ob = self.block_of(Value(nid, 0))
         if ob == 1 and ins[0] not in self.packed:
             return None  # nothing to vectorize over: leave it in NCHW
         px = self.to_packed(ins[0])
@@ -165,7 +174,7 @@ class _Packer:
             return None
         if any(not _broadcasts_over_space(g.type_of(v), out) for v in ins if v in self.packed):
             return None
-        block = self.block_of(out.shape[1])
+        block = self.block_of(Value(nid, 0))
         args = [self.operand(v, out, block) for v in ins]
         if any(a is None for a in args):
             return None
@@ -212,7 +221,7 @@ class _Packer:
             return None
         if any(const_of(g, v) is not None for v in ins):
             return None
-        block = self.block_of(out.shape[1])
+        block = self.block_of(Value(nid, 0))
         parts = [self.to_packed(v) for v in ins]
         blocks = {g.type_of(p).shape[4] for p in parts}
         if blocks == {block} or (len(blocks) == 1 and self.read_by_convs_only(Value(nid))):
@@ -235,7 +244,7 @@ class _Packer:
         if p[0] or p[4] or min(p) < 0:  # the batch axis, or a crop
             return None
         pads = (p[1], p[2], p[3], p[5], p[6], p[7])
-        block = self.block_of(out.shape[1])
+        block = self.block_of(Value(nid, 0))
         return add_op(g, "pad_packed", [self.packed[ins[0]]], {"pads": pads, "block": block})
 
     def read_by_convs_only(self, v: Value) -> bool:
@@ -253,11 +262,11 @@ class _Packer:
             for nid, slot in readers
         )
 
-    def in_own_block(self, v: Value) -> Value:
-        """A packed part in the block of its own channel count (a one-input concat_packed
-        rewrites it when a split or slice left it in its source's block)."""
-        _, cb, _, _, b = self.g.type_of(v).shape
-        want = self.block_of(cb * b)
+    def in_own_block(self, v: Value, orig: Value) -> Value:
+        """A packed part `v` of the NCHW value `orig` in the block of its own channel count (a
+        one-input concat_packed rewrites it when a split or slice left it in its source's block)."""
+        b = self.g.type_of(v).shape[4]
+        want = self.block_of(orig)
         return v if want == b else add_op(self.g, "concat_packed", [v], {"block": want})
 
     def feeds_packed_op(self, v: Value) -> bool:
@@ -291,7 +300,7 @@ class _Packer:
             return None
         parts = g.add_node("split", [self.packed[x]], {"axis": 1, "sizes": tuple(s // b for s in sizes)})
         inherit_name(g, nid, parts[0])
-        return [self.in_own_block(p) for p in parts]
+        return [self.in_own_block(p, Value(nid, i)) for i, p in enumerate(parts)]
 
     def slice(self, nid: int) -> Value | None:
         """A slice whose channel bounds (step 1) fall on the input's block boundaries: the same
@@ -311,7 +320,7 @@ class _Packer:
         attrs = {**a, "starts": tuple(starts), "ends": tuple(ends)}
         y = g.add_node("slice", [self.packed[x]], attrs)[0]
         inherit_name(g, nid, y)
-        return self.in_own_block(y)
+        return self.in_own_block(y, Value(nid, 0))
 
     def resize(self, nid: int) -> Value | None:
         """A resize of (H, W) only: the same resize of the packed tensor's (H, W)."""
@@ -393,15 +402,25 @@ class _Packer:
             remove_dead(g, nid)
 
 
-def make_layout_pass(target: Target | str = "host", max_block: int | None = None) -> Pass:
+def make_layout_pass(target: Target | str = "host", max_block: int | Sequence[int] | None = None) -> Pass:
     """The layout pass for `target`: channel blocks up to its float32 vector lanes, or up to
-    `max_block` (a power of two; the model-level `layout_block` tuning knob)."""
-    lanes = max_block or get_target(target).vector_lanes("float32")
-    if lanes & (lanes - 1):
-        raise ValueError(f"layout block {lanes} is not a power of two")
+    `max_block` (a power of two; the model-level `layout_block` tuning knob), or up to a cap
+    per layout segment (a list, one power of two per segment: passes/layout_segments.py).
+    A list whose length is not the graph's segment count (a record from other code) is
+    ignored: the target's lanes then cap every segment."""
+    caps = None if max_block is None or isinstance(max_block, int) else [int(c) for c in max_block]
+    lanes = get_target(target).vector_lanes("float32") if caps is not None else max_block
+    lanes = lanes or get_target(target).vector_lanes("float32")
+    for b in [lanes, *(caps or [])]:
+        if b < 1 or b & (b - 1):
+            raise ValueError(f"layout block {b} is not a power of two")
 
     def layout(g: Graph) -> bool:
-        packer = _Packer(g, lanes)
+        own = caps
+        if own is not None and len(own) != segment_count(g):
+            debug.log(1, f"layout: {len(own)} segment caps for {segment_count(g)} segments: ignored")
+            own = None
+        packer = _Packer(g, lanes, own)
         for nid in g.op_nodes():
             packer.visit(nid)
         if not packer.replaced:
