@@ -153,12 +153,12 @@ def cmd_tune(args: argparse.Namespace) -> int:
         and not args.no_layout
         and any(n.op == "layout_transform" for n in map(graph.node, graph.op_nodes()))
     ):
-        from autotune.graph_tune import tune_model_level
+        from autotune.graph_tune import config_label, tune_model_level
         from tensorir.pipeline import merge_choice
 
         print(f"measuring {args.model} with each model-level config (NCHW[x]c block, depthwise + 1x1 merge)")
         best = tune_model_level(args.model, db, device, target, shapes, threads=args.threads or None)
-        print(f"  best: {best}")
+        print(f"  best: {config_label(best) if best else None}")
         if best:  # as tir compile will read it (pipeline.model_choices)
             merge = merge_choice(best.get("fuse_dwpw"))
             graph = load_graph(args.model, target, shapes, best["layout_block"], merge)

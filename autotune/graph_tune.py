@@ -14,7 +14,11 @@ result is recorded under the model's key (`tensorir.compiler.model_key`) with co
 merge). Where the best of those merges, the merge is then chosen block by block
 (`refine_merge_plan`: per depthwise conv, apart / with the 1x1 after it / the whole block, each
 level kept only where the whole model ran faster with it), and the plan found ("fuse_dwpw":
-"BBTT...N") is measured in a last round with the others. `tir compile` then reads it like
+"BBTT...N") is measured in a last round with the others. Before the merge, the layout block
+is chosen per layout segment the same way (`refine_layout_caps`: "layout_block" becomes a list
+of caps, one per segment of tensorir/passes/layout_segments.py; the caps come from in-model
+kernel profiles of the model built with each block, autotune/segment_caps.py, and are kept only
+where the whole model runs faster with them). `tir compile` then reads it like
 any record (pipeline.model_choices), and the kernel tasks are extracted from the graph with
 the chosen knobs.
 """
@@ -82,30 +86,119 @@ def tune_model_level(
     records: the old round's timings came from other code, so they cannot rank with it (they
     had MobileNetV2-224 keep an old unmerged record over the faster new whole-block merge).
 
-    `per_block`: then, where the best config merges depthwise convs, choose the merge block
-    by block (refine_merge_plan) and measure the plan found in a last round with the others."""
+    `per_block`: then choose the best config's layout block per layout segment
+    (refine_layout_caps) and, where it merges depthwise convs, the merge block by block
+    (refine_merge_plan), and measure the config found in a last round with the others."""
     from tensorir.compiler import model_key
     from tensorir.frontend import model_bytes
-    from tensorir.pipeline import is_plan
 
     key = model_key(model_bytes(model), input_shapes)
     done = [r for r in db.workload_records(key, device, target) if r.get("mean_cost") is not None]
     configs = model_configs(model, target, input_shapes)
-    plans = [r["config"] for r in done if is_plan(r["config"].get("fuse_dwpw"))]
+    refined = [r["config"] for r in done if _is_refined(r["config"])]
     if not all(any(_same(c, r["config"]) for r in done) for c in configs):
         done = _measure_round(model, db, key, device, target, input_shapes, configs, runs, log, threads)
-        plans = []
-    best = _best(done, configs + plans)
-    if per_block and best is not None and "fuse_dwpw" in best and not plans:
-        plan = refine_merge_plan(model, target, input_shapes, best, runs, threads, log)
-        if plan is not None:
-            plans = [{"layout_block": best["layout_block"], "fuse_dwpw": plan}]
-            log(f"  merge plan {plan}: measured with the model-level configs")
-            # (the rules' own plan when no level won: recorded, so no later run searches again)
-            configs = configs + plans
-            done = _measure_round(model, db, key, device, target, input_shapes, configs, runs, log, threads)
-            best = _best(done, configs)
+        refined = []
+    best = _best(done, configs + refined)
+    if per_block and best is not None and not refined:
+        new = refine_per_segment(model, target, input_shapes, best, runs, threads, log)
+        # (the rules' own choices when nothing won: recorded, so no later run searches again)
+        log(f"  {config_label(new)}: measured with the model-level configs")
+        configs = [*configs, new]
+        done = _measure_round(model, db, key, device, target, input_shapes, configs, runs, log, threads)
+        best = _best(done, configs)
     return best
+
+
+def _is_refined(config: Mapping) -> bool:
+    """A config from the per-segment search: its layout block is a list of caps."""
+    return isinstance(config.get("layout_block"), list)
+
+
+def refine_per_segment(
+    model: str | os.PathLike,
+    target: str,
+    input_shapes: Mapping[str, Sequence[int]] | None,
+    best: Mapping,
+    runs: int = 20,
+    threads: int | None = None,
+    log=print,
+) -> dict:
+    """`best` with its layout block chosen per layout segment (refine_layout_caps) and then,
+    where it merges depthwise convs, its merge chosen per block (refine_merge_plan)."""
+    new = {**best, "layout_block": refine_layout_caps(model, target, input_shapes, best, runs, threads, log)}
+    if "fuse_dwpw" in best:
+        plan = refine_merge_plan(model, target, input_shapes, new, runs, threads, log)
+        if plan is not None:
+            new["fuse_dwpw"] = plan
+    return new
+
+
+def refine_layout_caps(
+    model: str | os.PathLike,
+    target: str,
+    input_shapes: Mapping[str, Sequence[int]] | None,
+    base: Mapping,
+    runs: int = 20,
+    threads: int | None = None,
+    log=print,
+    margin: float = 0.02,
+    keep: float = 0.005,
+) -> list[int]:
+    """A channel-block cap per layout segment (autotune/segment_caps.py). The model is built
+    with each cap of layout_choices and its kernels profiled in place and charged to the
+    segments they write; each segment that ran faster with another cap is a candidate. From
+    `base`'s one cap everywhere, the candidates are tried one at a time, largest guessed
+    saving first, on a real build: kept where the model's kernels, all profiled, took `keep`
+    less time in all. The caps found must then beat `base`'s one cap by `margin` of the
+    whole model in three timings on fresh builds, else every segment keeps it."""
+    from autotune.segment_caps import candidates, kernel_times, segment_of_names, segment_times
+    from tensorir.frontend import load_graph_any
+    from tensorir.passes.layout_segments import segment_count
+    from tensorir.pipeline import optimize
+
+    cap = base["layout_block"]
+    if not isinstance(cap, int):
+        return list(cap)
+    g = optimize(load_graph_any(os.fspath(model), input_shapes), target=target, fuse=False, layout=False)
+    n = segment_count(g)
+    same = [cap] * n
+    choices = layout_choices(target)
+    if n == 0 or len(choices) < 2:
+        return same
+
+    def build(caps_: list[int] | int):
+        return _compile(model, target, input_shapes, {**base, "layout_block": caps_}, threads)
+
+    profiles = segment_times([build(c) for c in choices], segment_of_names(g), n)
+    found = candidates(dict(zip(choices, profiles, strict=True)), cap)
+    log(f"  layout block per segment ({n} segments, from {cap}): {len(found)} candidates")
+    caps, mod = same, build(same)
+    for gain, s, c in found:
+        trial = [*caps[:s], c, *caps[s + 1 :]]
+        new_mod = build(trial)
+        now, then = (float(t.sum()) * 1e3 for t in kernel_times([mod, new_mod]))
+        verdict = "kept" if then < now * (1 - keep) else "no gain"
+        log(f"    segment {s} -> {c} (guess {gain * 1e3:.3f} ms less): {now:.3f} -> {then:.3f} ms, {verdict}")
+        if verdict == "kept":
+            caps, mod = trial, new_mod
+    if caps != same and not _wins_thrice(build, same, caps, runs, margin):
+        log(f"  {_caps(caps)} did not beat layout block {cap} by {margin:.0%} in each of 3 timings: it stays")
+        caps = same
+    return caps
+
+
+def _caps(caps: int | Sequence[int]) -> str:
+    """Caps run-length coded: "16x12 32x3 16x5"."""
+    if isinstance(caps, int):
+        return str(caps)
+    runs: list[list[int]] = []
+    for c in caps:
+        if runs and runs[-1][0] == c:
+            runs[-1][1] += 1
+        else:
+            runs.append([c, 1])
+    return " ".join(f"{c}x{k}" for c, k in runs) or "-"
 
 
 def _measure_round(model, db, key, device, target, input_shapes, configs, runs, log, threads) -> list[dict]:
@@ -119,7 +212,7 @@ def _measure_round(model, db, key, device, target, input_shapes, configs, runs, 
         rec = {"workload_key": key, "device": device, "target": target, "config": config}
         db.add({**rec, "costs": costs})
         done.append({"config": config, "mean_cost": float(np.mean(costs))})
-        log(f"  {_label(config)}: {np.mean(costs) * 1e3:.3f} ms per run")
+        log(f"  {config_label(config)}: {np.mean(costs) * 1e3:.3f} ms per run")
     return done
 
 
@@ -227,8 +320,8 @@ def _medians(mods: list, runs: int) -> list[float]:
     return [float(np.median(c)) for c in time_interleaved(mods, 2 * runs, rounds=8)]
 
 
-def _label(config: Mapping) -> str:
+def config_label(config: Mapping) -> str:
     merge = config.get("fuse_dwpw")
-    return f"layout block {config['layout_block']}" + (
+    return f"layout block {_caps(config['layout_block'])}" + (
         "" if merge is None else f", depthwise + 1x1 merged {merge}"
     )

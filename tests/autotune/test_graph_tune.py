@@ -46,12 +46,15 @@ def test_tune_model_level_records_each_config_once_and_compile_uses_the_best(tmp
     best = tune_model_level(TINY, db, runs=5, log=lambda _: None)
     key = model_key(TINY.read_bytes())
     recs = db.workload_records(key, "host", "host")
-    # tiny_cnn has no depthwise conv: only the layout block is a choice
-    assert sorted(r["config"]["layout_block"] for r in recs) == layout_choices("host")
+    # tiny_cnn has no depthwise conv: only the layout block is a choice, one for the model,
+    # then one per layout segment (three: the input, conv 1's, conv 2's), measured with them
+    blocks = [r["config"]["layout_block"] for r in recs]
+    assert sorted(b for b in blocks if isinstance(b, int)) == layout_choices("host")
+    assert [len(b) for b in blocks if isinstance(b, list)] == [3]
     assert all("fuse_dwpw" not in r["config"] for r in recs)
     assert best == min(recs, key=lambda r: r["mean_cost"])["config"]
     assert tune_model_level(TINY, db, runs=5, log=lambda _: None) == best  # nothing re-measured
-    assert len(db.workload_records(key, "host", "host")) == 3
+    assert len(db.workload_records(key, "host", "host")) == 4
     records = Records.open(db=tmp_path / "t.db", logs=None)
     mod = tir.compile(str(TINY), records=records)
     assert mod.manifest["layout_block"] == best["layout_block"]
@@ -86,7 +89,7 @@ def test_a_new_round_replaces_the_models_old_records(tmp_path):
     key = model_key(TINY.read_bytes())
     stale = {"workload_key": key, "device": "host", "target": "host", "config": {"layout_block": 8}}
     db.add({**stale, "costs": [1e-9]})  # an old round: one config, impossibly fast
-    best = tune_model_level(TINY, db, runs=3, log=lambda _: None)
+    best = tune_model_level(TINY, db, runs=3, log=lambda _: None, per_block=False)
     recs = db.workload_records(key, "host", "host")
     assert sorted(r["config"]["layout_block"] for r in recs) == layout_choices("host")
     assert all(r["mean_cost"] > 1e-9 for r in recs)  # the stale record is gone
@@ -153,9 +156,11 @@ def test_merge_plan_is_refined_block_by_block(tmp_path, monkeypatch):
     # 7 x 7 and smaller maps cannot merge (MIN_ROWS): those convs' alternatives are all N
     assert all(p[6:] == "N" * 11 for p in tried)
 
+    caps = [lanes] * 26  # the layout block per segment found nothing (tested in test_segment_caps.py)
+    monkeypatch.setattr(gt, "refine_layout_caps", lambda *a, **k: caps)
     db = Database(tmp_path / "t.db")
     best = tune_model_level(path, db, runs=4, log=lambda _: None)
-    assert best == {"layout_block": lanes, "fuse_dwpw": plan}  # measured in the last round
+    assert best == {"layout_block": caps, "fuse_dwpw": plan}  # measured in the last round
     recs = db.workload_records(model_key(path.read_bytes()), "host", "host")
     assert len(recs) == len(model_configs(path, "host", None)) + 1
     calls = len(tried)
