@@ -276,7 +276,7 @@ def refine_merge_plan(
         return _compile(model, target, input_shapes, {"layout_block": block, "fuse_dwpw": plan}, threads)
 
     plan, mod, seen = start, build(start), {start}
-    log(f"  merge plan per block, from {start} (layout block {block}):")
+    log(f"  merge plan per block, from {start} (layout block {_caps(block)}):")
     for k in range(len(plan)):
         alts = []
         for level in PLAN_LEVELS:

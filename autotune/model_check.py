@@ -85,6 +85,22 @@ def feeds_of(mod: Any) -> dict[str, np.ndarray]:
     }
 
 
+SETTLE_S = 0.002  # untimed runs at each turn: the last module's pool workers stop spinning
+
+
+def settle(call: Any, seconds: float = SETTLE_S) -> None:
+    """Run `call` untimed for `seconds` (once at least). Each compiled library has its own
+    thread pool, whose workers spin for about half a millisecond after a run before they sleep;
+    at a turn from one module to the next, the last one's spinning workers share the cores
+    with the next one's first runs, so each turn first runs past that spin. On 2 cores, two
+    builds of MobileNetV2-96 in time_interleaved (20 runs, 5 rounds; six repeats): 0.397-0.440
+    ms and up to 8% apart without it, 0.354-0.394 ms and mostly within 1% of each other with it."""
+    end = time.perf_counter() + seconds
+    call()
+    while time.perf_counter() < end:
+        call()
+
+
 def time_interleaved(mods: Sequence[Any], runs: int, rounds: int = 5) -> list[list[float]]:
     """Per module `rounds` costs, each the median of runs / rounds timed runs; the modules
     take turns round by round, so a slower stretch of a shared machine hits all of them."""
@@ -95,6 +111,7 @@ def time_interleaved(mods: Sequence[Any], runs: int, rounds: int = 5) -> list[li
     costs: list[list[float]] = [[] for _ in mods]
     for _ in range(rounds):
         for k, call in enumerate(calls):
+            settle(call)
             times = []
             for _ in range(max(1, runs // rounds)):
                 t0 = time.perf_counter()
@@ -109,9 +126,11 @@ def profile_interleaved(mods: Sequence[Any], rounds: int) -> list[list[dict[str,
     feeds = [feeds_of(m) for m in mods]
     for m, f in zip(mods, feeds, strict=True):
         m.profile(f, repeat=2)  # warm-up: first-touch pages, thread pool, program caches
+    calls = [m.bind(f) for m, f in zip(mods, feeds, strict=True)]
     out: list[list[dict[str, float]]] = [[] for _ in mods]
     for _ in range(rounds):
         for k, (m, f) in enumerate(zip(mods, feeds, strict=True)):
+            settle(calls[k])
             per: dict[str, float] = {}
             for kernel, row in zip(m.manifest["kernels"], m.profile(f, repeat=1), strict=True):
                 per[kernel["workload"]] = per.get(kernel["workload"], 0.0) + row["seconds"]

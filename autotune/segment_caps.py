@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from autotune.model_check import feeds_of
+from autotune.model_check import feeds_of, settle
 
 
 def segment_of_names(g: Any) -> dict[str, int]:
@@ -47,9 +47,11 @@ def kernel_times(mods: Sequence[Any], rounds: int = 5) -> list[np.ndarray]:
     feeds = [feeds_of(m) for m in mods]
     for m, f in zip(mods, feeds, strict=True):
         m.profile(f, repeat=2)  # warm-up: first-touch pages, the thread pool
+    calls = [m.bind(f) for m, f in zip(mods, feeds, strict=True)]
     per_round: list[list[list[float]]] = [[] for _ in mods]
     for _ in range(rounds):
         for k, (m, f) in enumerate(zip(mods, feeds, strict=True)):
+            settle(calls[k])
             per_round[k].append([r["seconds"] for r in m.profile(f, repeat=3)])
     return [np.median(np.array(rows), axis=0) for rows in per_round]
 
