@@ -164,16 +164,17 @@ def refine_layout_caps(
     n = segment_count(g)
     same = [cap] * n
     choices = layout_choices(target)
-    if n == 0 or len(choices) < 2:
+    if n == 0 or cap not in choices or len(choices) < 2:
         return same
 
     def build(caps_: list[int] | int):
         return _compile(model, target, input_shapes, {**base, "layout_block": caps_}, threads)
 
-    profiles = segment_times([build(c) for c in choices], segment_of_names(g), n)
+    mods = [build(c) for c in choices]
+    profiles = segment_times(mods, segment_of_names(g), n)
     found = candidates(dict(zip(choices, profiles, strict=True)), cap)
     log(f"  layout block per segment ({n} segments, from {cap}): {len(found)} candidates")
-    caps, mod = same, build(same)
+    caps, mod = same, mods[choices.index(cap)]  # one cap everywhere builds what `cap` built
     for gain, s, c in found:
         trial = [*caps[:s], c, *caps[s + 1 :]]
         new_mod = build(trial)

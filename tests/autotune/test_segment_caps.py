@@ -55,6 +55,10 @@ def _fake_tuner(monkeypatch, model_cost):
     import autotune.segment_caps as sc
 
     per_cap = {8: [0.0, 1.0, 0.9], 16: [0.0, 1.0, 1.0], 32: [0.0, 0.7, 1.1]}
+
+    def cost_of(blocks: int | list[int]) -> float:  # one cap for the model: the same in each segment
+        return model_cost([blocks] * 3 if isinstance(blocks, int) else blocks)
+
     monkeypatch.setattr(gt, "_compile", lambda model, target, shapes, config, threads: _Built(config))
     monkeypatch.setattr(
         sc,
@@ -64,12 +68,12 @@ def _fake_tuner(monkeypatch, model_cost):
     monkeypatch.setattr(
         sc,
         "kernel_times",
-        lambda mods, rounds=5: [np.array([model_cost(m.config["layout_block"])]) for m in mods],
+        lambda mods, rounds=5: [np.array([cost_of(m.config["layout_block"])]) for m in mods],
     )
     monkeypatch.setattr(
         gt,
         "time_interleaved",
-        lambda mods, runs, rounds=5: [[model_cost(m.config["layout_block"])] * rounds for m in mods],
+        lambda mods, runs, rounds=5: [[cost_of(m.config["layout_block"])] * rounds for m in mods],
     )
     return gt
 
