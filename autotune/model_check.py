@@ -121,20 +121,31 @@ def time_interleaved(mods: Sequence[Any], runs: int, rounds: int = 5) -> list[li
     return costs
 
 
-def profile_interleaved(mods: Sequence[Any], rounds: int) -> list[list[dict[str, float]]]:
-    """Per module, per round: {workload key: in-model seconds of all its kernels}."""
+def profile_rounds(mods: Sequence[Any], rounds: int, repeat: int = 1) -> list[list[list[float]]]:
+    """Per module, per round: each kernel's in-model seconds (Module.profile, the median of
+    `repeat` passes); the modules take turns round by round, each turn settled first."""
     feeds = [feeds_of(m) for m in mods]
     for m, f in zip(mods, feeds, strict=True):
         m.profile(f, repeat=2)  # warm-up: first-touch pages, thread pool, program caches
     calls = [m.bind(f) for m, f in zip(mods, feeds, strict=True)]
-    out: list[list[dict[str, float]]] = [[] for _ in mods]
+    out: list[list[list[float]]] = [[] for _ in mods]
     for _ in range(rounds):
         for k, (m, f) in enumerate(zip(mods, feeds, strict=True)):
             settle(calls[k])
+            out[k].append([row["seconds"] for row in m.profile(f, repeat=repeat)])
+    return out
+
+
+def profile_interleaved(mods: Sequence[Any], rounds: int) -> list[list[dict[str, float]]]:
+    """Per module, per round: {workload key: in-model seconds of all its kernels}."""
+    out: list[list[dict[str, float]]] = []
+    for m, per_round in zip(mods, profile_rounds(mods, rounds), strict=True):
+        out.append([])
+        for seconds in per_round:
             per: dict[str, float] = {}
-            for kernel, row in zip(m.manifest["kernels"], m.profile(f, repeat=1), strict=True):
-                per[kernel["workload"]] = per.get(kernel["workload"], 0.0) + row["seconds"]
-            out[k].append(per)
+            for kernel, t in zip(m.manifest["kernels"], seconds, strict=True):
+                per[kernel["workload"]] = per.get(kernel["workload"], 0.0) + t
+            out[-1].append(per)
     return out
 
 

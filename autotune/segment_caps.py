@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from autotune.model_check import feeds_of, settle
+from autotune.model_check import profile_rounds
 
 
 def segment_of_names(g: Any) -> dict[str, int]:
@@ -45,16 +45,7 @@ def segment_of_names(g: Any) -> dict[str, int]:
 def kernel_times(mods: Sequence[Any], rounds: int = 5) -> list[np.ndarray]:
     """Per module, each kernel's in-model seconds: the median over `rounds` (the modules
     profiled in turn, round by round) of Module.profile's medians of 3 passes."""
-    feeds = [feeds_of(m) for m in mods]
-    for m, f in zip(mods, feeds, strict=True):
-        m.profile(f, repeat=2)  # warm-up: first-touch pages, the thread pool
-    calls = [m.bind(f) for m, f in zip(mods, feeds, strict=True)]
-    per_round: list[list[list[float]]] = [[] for _ in mods]
-    for _ in range(rounds):
-        for k, (m, f) in enumerate(zip(mods, feeds, strict=True)):
-            settle(calls[k])
-            per_round[k].append([r["seconds"] for r in m.profile(f, repeat=3)])
-    return [np.median(np.array(rows), axis=0) for rows in per_round]
+    return [np.median(np.array(rows), axis=0) for rows in profile_rounds(mods, rounds, repeat=3)]
 
 
 def segment_times(mods: Sequence[Any], names: Mapping[str, int], n: int, rounds: int = 5) -> list[np.ndarray]:

@@ -56,7 +56,7 @@ from tensorir.graph.types import TensorType
 from tensorir.ops.layout import pack_array, pack_weight
 from tensorir.ops.registry import is_elementwise, layout_rule
 from tensorir.passes import Pass, add_op, const_of, inherit_name, is_output, remove_dead
-from tensorir.passes.layout_segments import layout_segments, segment_count
+from tensorir.passes.layout_segments import constant_weights, is_dense_conv, layout_segments
 from tensorir.target import Target, get_target
 
 GLOBAL_REDUCTION = {"global_avg": "reduce_mean", "global_max": "reduce_max"}  # by layout rule
@@ -88,18 +88,18 @@ def tag(block: int) -> str:
     return f"NCHW{block}c"
 
 
-def _constant_weights(g: Graph, conv: int) -> bool:
-    """Whether a conv's weight and bias (if any) are constants: the layout pass packs them."""
-    return all(const_of(g, v) is not None for v in g.inputs_of(conv)[1:])
-
-
 class _Packer:
     """The rewrite of one graph: `packed` maps an NCHW value to its packed twin. `caps`: the
     block cap of each layout segment (passes/layout_segments.py), else `lanes` everywhere."""
 
-    def __init__(self, g: Graph, lanes: int, caps: Sequence[int] | None = None) -> None:
-        self.g, self.lanes, self.caps = g, lanes, caps
-        self.segments = layout_segments(g) if caps else {}
+    def __init__(
+        self,
+        g: Graph,
+        lanes: int,
+        caps: Sequence[int] | None = None,
+        segments: dict[Value, int] | None = None,
+    ) -> None:
+        self.g, self.lanes, self.caps, self.segments = g, lanes, caps, segments or {}
         self.packed: dict[Value, Value] = {}
         self.replaced: list[int] = []
 
@@ -129,7 +129,7 @@ class _Packer:
         g, node = self.g, self.g.node(nid)
         ins = g.inputs_of(nid)
         x, out = g.type_of(ins[0]), node.outputs[0]
-        if x.ndim != 4 or x.dtype not in ("float32", "float16") or not _constant_weights(g, nid):
+        if x.ndim != 4 or x.dtype not in ("float32", "float16") or not constant_weights(g, nid):
             return None
         w = const_of(g, ins[1])
         b = const_of(g, ins[2]) if len(ins) > 2 else None
@@ -254,13 +254,7 @@ class _Packer:
         readers = g.consumers(v)
         if not readers or is_output(g, v):
             return False
-        return all(
-            g.node(nid).op == "conv"
-            and slot == 0
-            and int(g.node(nid).attr.get("group", 1)) == 1
-            and _constant_weights(g, nid)
-            for nid, slot in readers
-        )
+        return all(slot == 0 and is_dense_conv(g, nid) for nid, slot in readers)
 
     def in_own_block(self, v: Value, orig: Value) -> Value:
         """A packed part `v` of the NCHW value `orig` in the block of its own channel count (a
@@ -409,18 +403,18 @@ def make_layout_pass(target: Target | str = "host", max_block: int | Sequence[in
     A list whose length is not the graph's segment count (a record from other code) is
     ignored: the target's lanes then cap every segment."""
     caps = None if max_block is None or isinstance(max_block, int) else [int(c) for c in max_block]
-    lanes = get_target(target).vector_lanes("float32") if caps is not None else max_block
-    lanes = lanes or get_target(target).vector_lanes("float32")
+    lanes = (max_block if caps is None else None) or get_target(target).vector_lanes("float32")
     for b in [lanes, *(caps or [])]:
         if b < 1 or b & (b - 1):
             raise ValueError(f"layout block {b} is not a power of two")
 
     def layout(g: Graph) -> bool:
-        own = caps
-        if own is not None and len(own) != segment_count(g):
-            debug.log(1, f"layout: {len(own)} segment caps for {segment_count(g)} segments: ignored")
+        segments = layout_segments(g) if caps is not None else {}
+        own, count = caps, len(set(segments.values()))
+        if own is not None and len(own) != count:
+            debug.log(1, f"layout: {len(own)} segment caps for {count} segments: ignored")
             own = None
-        packer = _Packer(g, lanes, own)
+        packer = _Packer(g, lanes, own, segments)
         for nid in g.op_nodes():
             packer.visit(nid)
         if not packer.replaced:

@@ -20,37 +20,22 @@ segments since the convs at their borders read and write any block.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from networkx.utils import UnionFind
 
 from tensorir.graph.graph import Graph, Value
 from tensorir.passes import const_of
 
 
-class _Union:
-    def __init__(self) -> None:
-        self.parent: dict[Value, Value] = {}
-
-    def find(self, v: Value) -> Value:
-        root = v
-        while self.parent.setdefault(root, root) != root:
-            root = self.parent[root]
-        while v != root:  # path compression
-            self.parent[v], v = root, self.parent[v]
-        return root
-
-    def join(self, values: Sequence[Value]) -> None:
-        roots = [self.find(v) for v in values]
-        for r in roots[1:]:
-            self.parent[r] = roots[0]
+def constant_weights(g: Graph, conv: int) -> bool:
+    """Whether a conv's weight and bias (if any) are constants: the layout pass packs them."""
+    return all(const_of(g, v) is not None for v in g.inputs_of(conv)[1:])
 
 
 def is_dense_conv(g: Graph, nid: int) -> bool:
     """A conv of one group with constant weights: the layout pass packs it, and it reads any
     input block and writes any output block."""
     node = g.node(nid)
-    if node.op != "conv" or int(node.attr.get("group", 1)) != 1:
-        return False
-    return all(const_of(g, v) is not None for v in g.inputs_of(nid)[1:])
+    return node.op == "conv" and int(node.attr.get("group", 1)) == 1 and constant_weights(g, nid)
 
 
 def _is_activation(g: Graph, v: Value) -> bool:
@@ -60,24 +45,23 @@ def _is_activation(g: Graph, v: Value) -> bool:
 
 def layout_segments(g: Graph) -> dict[Value, int]:
     """{4-D float activation: its segment number}, numbered in graph order."""
-    union = _Union()
-    for nid in g.op_nodes():
+    union, ops = UnionFind(), g.op_nodes()
+    for nid in ops:
         outs = [Value(nid, i) for i in range(len(g.node(nid).outputs))]
         if is_dense_conv(g, nid):
-            union.join(outs)  # the conv's input stays in its own segment
+            union.union(*outs)  # the conv's input stays in its own segment
         else:
-            union.join([v for v in g.inputs_of(nid) if _is_activation(g, v)] + outs)
+            union.union(*[v for v in g.inputs_of(nid) if _is_activation(g, v)], *outs)
     order = [Value(n, 0) for n in g.graph_inputs()] + [
-        Value(nid, i) for nid in g.op_nodes() for i in range(len(g.node(nid).outputs))
+        Value(nid, i) for nid in ops for i in range(len(g.node(nid).outputs))
     ]
     numbers: dict[Value, int] = {}
     out: dict[Value, int] = {}
     for v in order:
         if _is_activation(g, v):
-            out[v] = numbers.setdefault(union.find(v), len(numbers))
+            out[v] = numbers.setdefault(union[v], len(numbers))
     return out
 
 
 def segment_count(g: Graph) -> int:
-    segments = layout_segments(g)
-    return max(segments.values()) + 1 if segments else 0
+    return len(set(layout_segments(g).values()))
