@@ -263,9 +263,11 @@ def _report(summary) -> str:
             f"{head} x{st.task.count}: {st.best * 1e3:.3f} ms ({st.gflops():.1f} {kind}, "
             f"{speedup:.2f}x the default) after {st.trials} trials{earlier}"
         )
-    default, tuned = summary.default_latency(), summary.estimated_latency()
+    tuned, default, paired = summary.default_latency()
     if default > 0:
-        lines.append(f"tuned kernels: {tuned * 1e3:.2f} ms (defaults {default * 1e3:.2f} ms)")
+        n = len(summary.tasks)
+        of = "" if paired == n else f" ({paired} of {n} tasks: those with a timed default)"
+        lines.append(f"tuned kernels: {tuned * 1e3:.2f} ms, defaults {default * 1e3:.2f} ms{of}")
     if any(st.effective for st in summary.tasks):
         lines.append("effective GFLOP/s: the direct algorithm's FLOPs over a Winograd/Strassen kernel's time")
     return "\n".join(lines)

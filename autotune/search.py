@@ -2,7 +2,8 @@
 
 Each round `TaskSearch.propose(n)` returns n configs not measured yet:
 
-1. the first round starts with the default config (the untuned kernel is the baseline);
+1. the first round starts with the default config (the untuned kernel is the baseline), also
+   when resumed from records that do not hold it (older code's default differed);
 2. without a trained cost model: random samples;
 3. with one, a two-stage walk:
    * a wide pool -- `pool_random` random samples plus `pool_mutants` one-knob mutations
@@ -98,10 +99,8 @@ class TaskSearch:
     def propose(self, n: int, model: Any = None, featurize: Featurize | None = None) -> list[dict]:
         taken: set[str] = set()
         out: list[dict] = []
-        if not self.measured:
-            default = self.space.default()
-            if self._fresh(default, taken):
-                out.append(default)
+        if self._fresh(self.space.default(), taken):  # also after records of older code
+            out.append(self.space.default())
         if model is None or featurize is None or getattr(model, "num_samples", 0) == 0:
             return out + self._random(n - len(out), taken)
         n_greedy = max(0, round((n - len(out)) * (1 - self.epsilon)))

@@ -93,8 +93,13 @@ class TuneSummary:
         """Sum over tasks of count x best cost (seconds): the tuned kernels' share of a run."""
         return sum(s.task.count * s.best for s in self.tasks if math.isfinite(s.best))
 
-    def default_latency(self) -> float:
-        return sum(s.task.count * s.default_cost for s in self.tasks if math.isfinite(s.default_cost))
+    def default_latency(self) -> tuple[float, float, int]:
+        """(tuned, default, tasks): sums of count x cost over the tasks whose default config
+        has a measurement, so the two figures cover the same kernels (a database from older
+        code may hold no record of today's default for some tasks)."""
+        both = [s for s in self.tasks if math.isfinite(s.best) and math.isfinite(s.default_cost)]
+        tuned = sum(s.task.count * s.best for s in both)
+        return tuned, sum(s.task.count * s.default_cost for s in both), len(both)
 
 
 class Tuner:

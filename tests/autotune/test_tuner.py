@@ -301,6 +301,22 @@ def test_search_default_first_and_fresh():
     assert len(s.propose(4, CostModel("rank"), _fake_features)) == 4
 
 
+def test_search_measures_the_default_when_resumed_records_lack_it():
+    """Records of older code (another default) resumed: today's default is still measured
+    first, so the untuned kernel stays the baseline the search has to beat."""
+    task = _matmul()
+    space = task.space()
+    s = _search(task)
+    others = [c for c in s.propose(4)[1:]]
+    s2 = _search(task, seed=1)
+    for c in others:
+        s2.record(c, 1e-3)
+    first = s2.propose(3)
+    assert first[0] == space.default()
+    s2.record(first[0], 2e-3)
+    assert space.default() not in s2.propose(3)
+
+
 def test_search_with_trained_model_proposes_fresh_configs():
     task = _matmul()
     space = task.space()
@@ -391,6 +407,7 @@ def test_the_summary_says_which_tasks_were_not_reached_and_what_came_from_earlie
     lines = text.splitlines()
     assert "effective GFLOP/s, 2.00x the default) after 12 trials, 8 of them from earlier runs" in lines[1]
     assert lines[2].endswith("no valid measurement") and lines[3].endswith("not reached (budget)")
+    assert lines[-2] == "tuned kernels: 0.01 ms, defaults 0.02 ms (1 of 3 tasks: those with a timed default)"
     assert lines[-1].startswith("effective GFLOP/s: the direct algorithm's FLOPs")
 
 
