@@ -19,8 +19,11 @@ A launch bumps a 32-bit generation word (24-bit counter | 8-bit thread count: wo
 1 .. threads-1 take part, the rest stay idle); a worker spins on it briefly (`pause` /
 `yield`), then sleeps in futex(FUTEX_WAIT); the launcher wakes sleepers only when there
 are any, claims chunks itself, then waits (spin, then futex) for the done counter to
-reach n. Launches are serialized by a busy flag: a nested or concurrent launch runs its
-whole range on its own thread. A child after fork() notices the pid change and starts a
+reach n. Each thread adds the chunks it ran to that counter once, when it finds none left
+to claim, not after every chunk: one cache-line transfer per thread instead of one per chunk
+(a launch of 8 chunks on 2 threads, Zen 4 VM: 0.55 -> 0.43 us; tests/codegen/test_parallel.py
+prints the 2-chunk figure). Launches are serialized by a busy flag: a nested or concurrent
+launch runs its whole range on its own thread. A child after fork() notices the pid change and starts a
 fresh pool. Thread count default: the CPUs in the process's affinity mask
 (sched_getaffinity), at most 128; a Target with num_threads set bakes that count in as
 the initial value instead (tir_set_num_threads still overrides it).
@@ -215,6 +218,7 @@ entry:
   %n = load atomic i32, ptr @tir_rt_job_n monotonic, align 4
   br label %claim
 claim:
+  %ran = phi i32 [ 0, %entry ], [ %ran, %try ], [ %ran1, %run ]
   %w = load atomic i64, ptr @tir_rt_claim acquire, align 8
   %wtag = and i64 %w, -4294967296
   %same = icmp eq i64 %wtag, %tag
@@ -237,14 +241,20 @@ try:
 run:
   %c32 = trunc i64 %c to i32
   call void @tir_rt_run_chunk(i32 %c32, i32 %n)
-  %o = atomicrmw add ptr @tir_rt_done, i32 1 seq_cst, align 4
-  %ms = load atomic i32, ptr @tir_rt_master_sleeping seq_cst, align 4
-  %wake = icmp ne i32 %ms, 0
-  br i1 %wake, label %wake_master, label %claim
-wake_master:
-  call void @tir_rt_futex_wake(ptr @tir_rt_done, i32 1)
+  %ran1 = add i32 %ran, 1
   br label %claim
 done:
+  %any = icmp sgt i32 %ran, 0
+  br i1 %any, label %count, label %out
+count:
+  %o = atomicrmw add ptr @tir_rt_done, i32 %ran seq_cst, align 4
+  %ms = load atomic i32, ptr @tir_rt_master_sleeping seq_cst, align 4
+  %wake = icmp ne i32 %ms, 0
+  br i1 %wake, label %wake_master, label %out
+wake_master:
+  call void @tir_rt_futex_wake(ptr @tir_rt_done, i32 1)
+  br label %out
+out:
   ret void
 }
 
