@@ -399,7 +399,14 @@ register_compute("conv2d_winograd", schedule=schedule_winograd)(winograd_conv_co
 
 
 # ---- choosing the tile size ----------------------------------------------------------------
-FLOPS_PER_BYTE = 8.0  # multiplies per byte streamed (measured: 1 AVX-512 core, ~40 G mult/s vs ~4 GB/s)
+# multiplies per byte of U / V traffic. 8 (set with the first Winograd kernels) kept every
+# 7x7x512 conv and most small-channel ones direct; with the packed NCHW[x]c kernels of today
+# the transformed weights stream from cache behind the GEMM (ResNet-18's 7x7x512 F(2x2): 1.55
+# vs 2.09 ms direct, 1 Zen 4 core). Whole models, 1 thread, fpb 8 -> 2 (interleaved, Zen 4):
+# ResNet-18 20.6 -> 18.9 ms, ResNet-50 61.4 -> 60.1, DenseNet-121 53.5 -> 40.7, YOLOv8n-320
+# 17.9 -> 15.3, ddddocr's detector 44.9 -> 42.4; 1 was no better (ResNet-18 19.1 -> 19.6-20.4:
+# F(4x4) at 7x7 pads 8x8 output tiles).
+FLOPS_PER_BYTE = 2.0
 TILE_PENALTY = 0.12  # MNN's per-(m^2 / r^2) penalty for larger tiles (accuracy, registers)
 
 
