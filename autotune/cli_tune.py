@@ -263,7 +263,7 @@ def _report(summary) -> str:
             f"{head} x{st.task.count}: {st.best * 1e3:.3f} ms ({st.gflops():.1f} {kind}, "
             f"{speedup:.2f}x the default) after {st.trials} trials{earlier}"
         )
-    tuned, default, paired = summary.default_latency()
+    tuned, default, paired = summary.paired_latency()
     if default > 0:
         n = len(summary.tasks)
         of = "" if paired == n else f" ({paired} of {n} tasks: those with a timed default)"

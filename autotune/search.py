@@ -99,8 +99,9 @@ class TaskSearch:
     def propose(self, n: int, model: Any = None, featurize: Featurize | None = None) -> list[dict]:
         taken: set[str] = set()
         out: list[dict] = []
-        if self._fresh(self.space.default(), taken):  # also after records of older code
-            out.append(self.space.default())
+        default = self.space.default()
+        if self._fresh(default, taken):  # also after records of older code
+            out.append(default)
         if model is None or featurize is None or getattr(model, "num_samples", 0) == 0:
             return out + self._random(n - len(out), taken)
         n_greedy = max(0, round((n - len(out)) * (1 - self.epsilon)))

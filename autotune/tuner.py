@@ -89,11 +89,7 @@ class TuneSummary:
     seconds: float
     tasks: list[TaskState]
 
-    def estimated_latency(self) -> float:
-        """Sum over tasks of count x best cost (seconds): the tuned kernels' share of a run."""
-        return sum(s.task.count * s.best for s in self.tasks if math.isfinite(s.best))
-
-    def default_latency(self) -> tuple[float, float, int]:
+    def paired_latency(self) -> tuple[float, float, int]:
         """(tuned, default, tasks): sums of count x cost over the tasks whose default config
         has a measurement, so the two figures cover the same kernels (a database from older
         code may hold no record of today's default for some tasks)."""

@@ -307,7 +307,7 @@ def test_search_measures_the_default_when_resumed_records_lack_it():
     task = _matmul()
     space = task.space()
     s = _search(task)
-    others = [c for c in s.propose(4)[1:]]
+    others = s.propose(4)[1:]
     s2 = _search(task, seed=1)
     for c in others:
         s2.record(c, 1e-3)
