@@ -104,3 +104,25 @@ def test_padded_strided_3x3(tile):
     x, w, b = (a.astype(np.float64) for a in (x, w, b))
     ref = conv(x, w, b, strides=(2, 2), pads=(1,) * 4)
     _check(unpack_array(got), ref)
+
+
+@pytest.mark.parametrize(
+    ("target", "width", "tile"),
+    [
+        ("x86_64-v3", 14, 4),  # 16 ymm: 8 sums of 2 blocks = 4 pixels, a guarded tail of 2
+        ("x86_64-v3", 3, 3),  # narrower than the tile: the whole row
+        ("linux-arm64", 14, 7),  # 32 q: as many as fit beside the weights, a divisor of 14
+    ],
+)
+def test_default_tile_by_register_file(target, width, tile):
+    """A 16-register file keeps 8 sums per tile (layout.SMALL_FILE_ACCUMULATORS), taken
+    as is with a guarded last tile; a 32-register file keeps the divisor rule."""
+    tgt = get_target(target)
+    lanes = tgt.vector_lanes("float32")
+    x, w, b = _case(2 * lanes, 2 * lanes, width, 1, seed=6)
+    ins = [pack_array(x, lanes), pack_weight(w, lanes, lanes, False), b.reshape(-1, lanes)]
+    types = [TensorType(a.shape) for a in ins]
+    space = kernel_space("conv2d_nchwc", types, {"group": 1}, tgt)
+    default = space.default()
+    assert default["algorithm"] == "direct"
+    assert (default["oc_blocks"], default["ow_tile"]) == (2, tile)
