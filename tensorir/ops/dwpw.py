@@ -86,7 +86,9 @@ def schedule_dwpw_nchwc(s: Any, outputs: Sequence[Any], target: Any) -> None:
     b, m, oh, ow, j = y.op.axis
     v = pick_vector(j.extent, lanes)
     mb_choices = oc_block_choices(m.extent)
-    mb = knob("oc_blocks", mb_choices, default_oc_blocks(mb_choices, j.extent, lanes))
+    mb = knob(
+        "oc_blocks", mb_choices, default_oc_blocks(mb_choices, j.extent, lanes, target.num_vector_registers)
+    )
     mo, mi = y.split(m, factor=mb)
     mid_row_bytes = ow.extent * mid.tensor.shape[1] * mid.tensor.shape[4] * elem_bytes(dtype)
     auto = chunk_first_axis(oh.extent, mid_row_bytes, b.extent, BLOCK_MID_BYTES if ex_acc else MID_BYTES)

@@ -165,7 +165,8 @@ OC_BLOCKS = 2  # output channel blocks per register tile (dense convs share the 
 # A 16-register file (x86 AVX2) keeps at most 8 sums per tile, though 12 fit beside the
 # weights and the broadcast: on Zen 3, 512 -> 512 1x1 at 12x12, one thread, 4 pixels x 2
 # blocks ran 1.17-1.29 ms, 6 x 2 1.51-1.65, 3 x 4 1.38-1.42, 2 x 4 1.30 (onnxruntime 1.24-1.38);
-# MobileNetV1 whole 21.1-22.4 -> 17.8-18.1 ms (tile_pixels; the README's benchmark notes).
+# MobileNetV1 whole 21.1-22.4 -> 17.8-18.1 ms. A tile is at least 2 pixels wide (5 blocks:
+# 10 sums, default_oc_blocks).
 SMALL_FILE_ACCUMULATORS = 8
 
 
@@ -365,7 +366,8 @@ def schedule_conv_nchwc(s: Any, outputs: Sequence[Any], target: Any, wide_tile: 
         va = acc.tensor.shape[-1]
     else:
         mb_choices = oc_block_choices(m.extent) if dense else [1]
-        mb = knob("oc_blocks", mb_choices, default_oc_blocks(mb_choices, j.extent, lanes))
+        regs = target.num_vector_registers
+        mb = knob("oc_blocks", mb_choices, default_oc_blocks(mb_choices, j.extent, lanes, regs))
         va = v
     mo, mi = y.split(m, factor=mb)
     # rows per parallel iteration (and, with pad_at "chunk", per padded input block); the
@@ -453,7 +455,7 @@ def tile_pixels(name: str, width: int, u: int, target: Any, live_per_pixel: int 
     u = max(1, u)
     regs = target.num_vector_registers
     if regs <= 16:  # AVX2: at most SMALL_FILE_ACCUMULATORS sums, the last tile guarded
-        default = min(width, max(1, SMALL_FILE_ACCUMULATORS // u))
+        default = min(width, max(2, SMALL_FILE_ACCUMULATORS // u))
     else:
         default = pick_rows(width, max(1, min(MAX_PIXELS, (regs - u - 2) // (u + live_per_pixel))))
     return knob(name, tile_choices(width, 2 * MAX_PIXELS), default)
@@ -464,16 +466,19 @@ def oc_block_choices(blocks: int) -> list[int]:
     return [d for d in range(1, 7) if blocks % d == 0]
 
 
-def default_oc_blocks(choices: list[int], block: int, lanes: int) -> int:
+def default_oc_blocks(choices: list[int], block: int, lanes: int, registers: int = 32) -> int:
     """OC_BLOCKS channel blocks per register tile; narrow blocks (8 channels on a 16-lane
     target, as for 24 channels) take up to OC_BLOCKS full vectors' worth instead. Where only
     one block would fit that, a divisor up to twice as wide is taken (SqueezeNet's 1000
     classes are 125 blocks of 8: one 8-lane accumulator per pixel was load-bound, 5 share
-    each broadcast)."""
+    each broadcast). On a 16-register file any divisor in `choices` is taken there (the same
+    125 blocks of 8 on AVX2: 5 blocks x 2 pixels 3.29-3.41 ms against 4.07 for 1 x 8, Zen 3,
+    one thread; onnxruntime 3.06-3.29)."""
     want = max(OC_BLOCKS, OC_BLOCKS * lanes // max(1, block))
     best = max(d for d in choices if d <= want)
     if best == 1:
-        best = min((d for d in choices if 1 < d <= 2 * want), default=1)
+        bound = 2 * want if registers > 16 else max(choices)
+        best = min((d for d in choices if 1 < d <= bound), default=1)
     return best
 
 

@@ -126,3 +126,17 @@ def test_default_tile_by_register_file(target, width, tile):
     default = space.default()
     assert default["algorithm"] == "direct"
     assert (default["oc_blocks"], default["ow_tile"]) == (2, tile)
+
+
+@pytest.mark.parametrize(("target", "blocks", "tile"), [("x86_64-v3", 5, 2), ("linux-arm64", 1, 12)])
+def test_odd_block_count_default(target, blocks, tile):
+    """125 output blocks (SqueezeNet's 1000 classes in blocks of 8): a 16-register file takes
+    5 blocks x 2 pixels rather than one block x 8 pixels, load-bound on one weight vector;
+    NEON's 32 registers keep one block x 12 pixels (unchanged)."""
+    tgt = get_target(target)
+    lanes = tgt.vector_lanes("float32")
+    x, w, b = _case(2 * lanes, 125 * lanes, 13, 1, seed=7)
+    ins = [pack_array(x, lanes), pack_weight(w, lanes, lanes, False), b.reshape(-1, lanes)]
+    space = kernel_space("conv2d_nchwc", [TensorType(a.shape) for a in ins], {"group": 1}, tgt)
+    default = space.default()
+    assert (default["oc_blocks"], default["ow_tile"]) == (blocks, tile)
