@@ -3,7 +3,8 @@
     lower_kernels(graph, target, records)   one loop function per op node (compute +
                                             schedule of the target's kind, or a record's)
     bind_plan(graph, kernels, memory_plan)  every kernel argument -> input/output/weight/
-                                            workspace (tensorir/plan.py), weights blob
+                                            prepared/workspace (tensorir/plan.py), weights
+                                            blob, prepare calls (compiler_prepare.py)
     make_manifest(...)                      what manifest.json says about the build
 
 `Build` holds the result; `Build.write(out)` hands it to the target's backend
@@ -24,12 +25,13 @@ import onnx
 
 from tensorir import debug, planted_bug
 from tensorir.compiler_loop import LoopKernel, bind_loop, compile_loop
+from tensorir.compiler_prepare import Prepared
 from tensorir.errors import TirError
 from tensorir.graph.graph import Graph, Value
 from tensorir.graph.types import TensorType
 from tensorir.loop.ir import LoopFunc
 from tensorir.loop.passes import optimize_loops
-from tensorir.ops.conv_algorithms import Specialized
+from tensorir.ops.conv_algorithms import KernelTransform, Specialized
 from tensorir.ops.kernel import build_kernel
 from tensorir.ops.registry import NoScheduleError, is_tunable
 from tensorir.ops.workload import workload_key
@@ -56,6 +58,9 @@ class Build:
     manifest: dict[str, Any] = field(default_factory=dict)
     nodes: list[int] = field(default_factory=list)  # the graph node of each kernel, in kernel order
     loops: list[LoopSpan] = field(default_factory=list)  # calls run as loops (compiler_loop.py)
+    prepares: list[KernelCall] = field(default_factory=list)  # run once by tir_create, in order
+    prepare_kernels: list[LoopFunc] = field(default_factory=list)  # what they call
+    prepared: int = 0  # bytes of the prepared-weights block (compiler_prepare.py)
 
     def write(self, out: str | os.PathLike, weights: str = "embedded") -> Path:
         """Code generation and packaging by the target's backend (pipeline.write_build)."""
@@ -93,13 +98,16 @@ class _Weights:
 
 
 class _Binder:
-    """Resolves every tensor of the graph to its storage: input, output, weight, workspace."""
+    """Resolves every tensor of the graph to its storage: input, output, weight, prepared,
+    workspace. `prepared`: where `KernelTransform`s of constants are computed at start-up
+    (a CPU build's); None: every transform at compile time, into the weights."""
 
-    def __init__(self, g: Graph, offsets: Mapping[Value, int]) -> None:
+    def __init__(self, g: Graph, offsets: Mapping[Value, int], prepared: Prepared | None = None) -> None:
         self.g = g
         self.inputs = {nid: k for k, nid in enumerate(g.graph_inputs())}
         self.offsets = offsets
         self.weights = _Weights()
+        self.prepared = prepared
         self.out_of_root: dict[Value, int] = {}
         for k, (_, v) in enumerate(g.outputs):
             root = storage_root(g, v)
@@ -108,16 +116,21 @@ class _Binder:
 
     def arg(self, v: Value, transform: Callable | None = None) -> Arg:
         """Where `v` lives; `transform` (a weight the kernel reads rewritten, e.g. Winograd's
-        U = G w G^T) places the transformed constant instead, once per (constant, transform)."""
+        U = G w G^T) places the transformed constant instead, once per (constant, transform):
+        in the weights, or prepared at start-up from the constant (a KernelTransform, when
+        the build prepares)."""
         root = storage_root(self.g, v)
         node = self.g.node(root.node)
         if node.op == "input":
             return Arg("input", self.inputs[root.node])
         if node.op == "constant":
-            if transform is not None:
-                key = (root.node, getattr(transform, "key", id(transform)))
-                return Arg("weight", self.weights.place(key, lambda: transform(node.value)))
-            return Arg("weight", self.weights.place(root.node, lambda: node.value))
+            if transform is None:
+                return Arg("weight", self.weights.place(root.node, lambda: node.value))
+            key = (root.node, getattr(transform, "key", id(transform)))
+            if self.prepared is not None and isinstance(transform, KernelTransform):
+                w = self.arg(root)
+                return self.prepared.place(key, w, self.g.type_of(root), transform)
+            return Arg("weight", self.weights.place(key, lambda: transform(node.value)))
         if root in self.out_of_root:
             return Arg("output", self.out_of_root[root])
         return Arg("workspace", self.offsets[root])
@@ -255,15 +268,18 @@ class Bound:
     loop_entries: dict[int, dict] = field(default_factory=dict)
 
 
-def bind_plan(g: Graph, kernels: Mapping[int, Any], plan) -> Bound:
-    """Kernel calls and final copies over the memory plan's storage (tensorir/plan.py)."""
-    binder = _Binder(g, plan.offsets)
+def bind_plan(g: Graph, kernels: Mapping[int, Any], plan, prepared: Prepared | None = None) -> Bound:
+    """Kernel calls and final copies over the memory plan's storage (tensorir/plan.py);
+    `prepared` (a CPU build's): the block its weight transforms are prepared into."""
+    binder = _Binder(g, plan.offsets, prepared)
     calls: list[KernelCall] = []
     out = Bound(calls, [], binder)
     for nid, kern in kernels.items():
         if isinstance(kern, LoopKernel):
             scratch = plan.scratch_offsets[nid]
-            body, spans, entries = bind_loop(g, nid, kern, binder.arg, binder.weights, scratch, len(calls))
+            body, spans, entries = bind_loop(
+                g, nid, kern, binder.arg, binder.weights, scratch, len(calls), binder.prepared
+            )
             out.loop_entries.update(zip(range(len(calls), len(calls) + len(body)), entries, strict=True))
             calls += body
             out.loops += spans
@@ -342,6 +358,7 @@ def make_manifest(
         "workspace_no_reuse": plan.no_reuse,
         "concats_in_place": plan.concats_in_place,
         "weights_bytes": bound.binder.weights.size,
+        **_prepare_entries(bound.binder.prepared),
         "tuned_kernels": tuned,
         "untuned_kernels": len(entries) - tuned,
         "untuned_workloads": len(untuned_workloads) + in_bodies,
@@ -349,6 +366,14 @@ def make_manifest(
         "copies": [{"dst": c.dst.to_json(), "src": c.src.to_json(), "bytes": c.nbytes} for c in bound.copies],
         **({"loops": [s.to_json() for s in bound.loops]} if bound.loops else {}),
     }
+
+
+def _prepare_entries(prepared: Prepared | None) -> dict[str, Any]:
+    """The manifest's prepared block (a CPU build's): its bytes and the calls tir_create runs
+    to fill it, in order."""
+    if prepared is None:
+        return {}
+    return {"prepared_bytes": prepared.size, "prepare": prepared.entries}
 
 
 def _kernel_entry(

@@ -26,18 +26,20 @@ WEIGHTS_FILE = "weights.bin"
 
 
 def kernels_object(build: Build) -> bytes:
-    """The kernels' ELF object, from the on-disk cache when the same LLVM IR was built before
-    for the same target and tensorir version (a second compile of a model skips LLVM). The
-    parallel runtime linked into it is part of the key."""
+    """The kernels' ELF object (the model's and the prepare kernels tir_create runs), from the
+    on-disk cache when the same LLVM IR was built before for the same target and tensorir
+    version (a second compile of a model skips LLVM). The parallel runtime linked into it is
+    part of the key."""
     from tensorir import __version__
 
-    text, _ = build_ir(build.kernels, build.target)
+    funcs = [*build.kernels, *build.prepare_kernels]
+    text, _ = build_ir(funcs, build.target)
     runtime = runtime_ir(build.target)
     key = hashlib.sha256(f"{__version__}\n{build.target}\n{runtime}\n{text}".encode()).hexdigest()[:32]
     path = config.cache_dir() / "objects" / f"{key}.o"
     if path.exists():
         return path.read_bytes()
-    data = emit_object(build.kernels, build.target)
+    data = emit_object(funcs, build.target)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_bytes(data)
@@ -49,7 +51,8 @@ def entry_module_ir(build: Build, embedded: bool) -> str:
     t = build.target
     layout = str(target_machine(t).target_data)
     sizes = (build.workspace, len(build.weights))
-    return entry_ir(t.triple, layout, build.calls, build.copies, *sizes, embedded, build.loops)
+    prepares = (build.prepares, build.prepared)
+    return entry_ir(t.triple, layout, build.calls, build.copies, *sizes, embedded, build.loops, *prepares)
 
 
 def _entry_object(build: Build, embedded: bool) -> bytes:
@@ -83,6 +86,15 @@ def _narrow_note(manifest: dict) -> str:
     """The storage of the narrow dtypes, when an input or output has one."""
     dtypes = {t["dtype"] for kind in ("inputs", "outputs") for t in manifest[kind]}
     return _NARROW_NOTE if any(is_narrow(d) for d in dtypes) else ""
+
+
+def _prepared_note(manifest: dict) -> str:
+    """What model.h says of the weights tir_create computes (compiler_prepare.py)."""
+    n = manifest.get("prepared_bytes", 0)
+    if not n:
+        return ""
+    calls = len(manifest["prepare"])
+    return f"\n * It also computes {n} bytes of transformed weights from them, once ({calls} kernel calls)."
 
 
 def _length_note(t: dict) -> str:
@@ -123,7 +135,7 @@ extern "C" {{
 typedef struct tir_model tir_model;
 
 /* weights_path: NULL when the weights are embedded, else the path of {WEIGHTS_FILE}.
- * Returns NULL if the weights cannot be read. */
+ * Returns NULL if the weights cannot be read.{_prepared_note(m)} */
 tir_model *tir_create(const char *weights_path);
 void tir_destroy(tir_model *model);
 int tir_run(tir_model *model, void *const *inputs, void *const *outputs);

@@ -8,6 +8,8 @@ The body's build is placed into the enclosing one:
     body input  captured j        -> the enclosing value the node reads
     body output cond', carried k' -> scratch slots; the latch copies them into the state
     body workspace / weights      -> a scratch block of the node / a chunk of the weights blob
+    body prepared block           -> a chunk of the prepared block; the body's prepare calls
+                                     join the enclosing build's (compiler_prepare.py)
 
 Scratch of a loop node, in order: the body's workspace, iter, cond_state, cond', then one
 slot per carried value.
@@ -20,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from tensorir.compiler_prepare import Prepared
 from tensorir.errors import TirError
 from tensorir.graph.graph import Graph, Value
 from tensorir.plan import Arg, Copy, KernelCall, LoopSpan
@@ -57,24 +60,34 @@ class _Remap:
     outputs: list[Arg]
     workspace: int
     weights: int
+    prepared: int = 0
 
     def __call__(self, a: Arg) -> Arg:
         if a.kind == "input":
             return self.inputs[a.index]
         if a.kind == "output":
             return self.outputs[a.index]
-        return Arg(a.kind, a.index + (self.workspace if a.kind == "workspace" else self.weights))
+        base = {"workspace": self.workspace, "weight": self.weights, "prepared": self.prepared}
+        return Arg(a.kind, a.index + base[a.kind])
 
     def copy(self, c: Copy) -> Copy:
         return Copy(self(c.dst), self(c.src), c.nbytes)
 
 
 def bind_loop(
-    g: Graph, nid: int, kern: LoopKernel, arg: Any, weights: Any, scratch: list[int], first: int
+    g: Graph,
+    nid: int,
+    kern: LoopKernel,
+    arg: Any,
+    weights: Any,
+    scratch: list[int],
+    first: int,
+    prepared: Prepared | None = None,
 ) -> tuple[list[KernelCall], list[LoopSpan], list[dict]]:
     """The body's calls over the enclosing storage (`arg(value)` -> Arg, `weights` the
     enclosing blob, `scratch` the node's scratch offsets, `first` the index of the body's first
-    call in the enclosing plan): its calls, its loop spans (this one first, nested ones after),
+    call in the enclosing plan, `prepared` the enclosing prepared block, which takes the
+    body's prepare calls): its calls, its loop spans (this one first, nested ones after),
     and its manifest kernel entries with their arguments rebound."""
     body = kern.body
     ins = g.inputs_of(nid)
@@ -87,7 +100,11 @@ def bind_loop(
         outputs=[slot[3], *slot[4:]],
         workspace=scratch[0],
         weights=wbase,
+        prepared=_place_prepared(prepared, nid, body),
     )
+    if prepared is not None:
+        prep = [_rebind(c, remap) for c in body.prepares]
+        prepared.add(prep, [{"op": e["op"], "attrs": e["attrs"]} for e in body.manifest.get("prepare", ())])
     calls = [_rebind(c, remap) for c in body.calls]
     nbytes = [g.type_of(Value(nid, k)).nbytes for k in range(n)]
     latch = [remap.copy(c) for c in body.copies]
@@ -113,6 +130,15 @@ def bind_loop(
         for e, call in zip(body.manifest["kernels"], calls, strict=True)
     ]
     return calls, [span, *nested], entries
+
+
+def _place_prepared(prepared: Prepared | None, nid: int, body: Any) -> int:
+    """The offset of the body's prepared block in the enclosing one (0: none to place)."""
+    if not body.prepared:
+        return 0
+    if prepared is None:
+        raise TirError("a loop body with prepared weights needs an enclosing build that prepares")
+    return prepared.reserve(("loop", nid), body.prepared)
 
 
 def _rebind(c: KernelCall, remap: _Remap) -> KernelCall:

@@ -11,7 +11,9 @@ A compile (`compile_model`, then `write_build`), stage by stage:
     loop passes      loop/passes.py optimize_loops: simplify, vectorize, unroll
     memory plan      passes/memory_plan.py: static offsets in one workspace
     bind             compiler.bind_plan: every kernel argument -> input / output / weight /
-                     workspace (the backend-neutral plan, tensorir/plan.py)
+                     prepared / workspace (the backend-neutral plan, tensorir/plan.py)
+    prepare kernels  compiler_prepare.lower_prepares (CPU builds): the kernels tir_create runs
+                     once to compute the weight transforms not stored (Winograd's U)
     codegen          the target's backend (backends/, chosen by Target.kind): render every
                      kernel (LLVM: one object; OpenCL: OpenCL C)
     package          the backend again: one shared library + C header + manifest
@@ -67,6 +69,7 @@ from tensorir.compiler import (
     scratch_sizes,
 )
 from tensorir.compiler_loop import LoopKernel
+from tensorir.compiler_prepare import Prepared, lower_prepares
 from tensorir.config import fuse_dwpw_enabled, fuse_expand_enabled
 from tensorir.errors import ModelError, TirError
 from tensorir.graph.graph import Graph
@@ -282,14 +285,19 @@ def compile_graph(
         plan = plan_memory(graph, scratch=scratch_sizes(kernels), slices=slices)
         st.result = plan.summary()
     with debug.stage("bind") as st:
-        bound = bind_plan(graph, kernels, plan)
+        bound = bind_plan(graph, kernels, plan, Prepared(symbol_prefix) if target.kind == "llvm" else None)
         st.result = _bound_text(bound)
+    prepared = bound.binder.prepared
+    with debug.stage("prepare kernels") as st:
+        prepare_funcs = lower_prepares(prepared, target)
+        st.result = "\n\n".join(str(f) for f in prepare_funcs)
     funcs, ops, nodes = [], [], []
     for nid, k in kernels.items():  # a loop's body kernels stand where its node does
         body = k.body if isinstance(k, LoopKernel) else None
         funcs += body.kernels if body else [k.func]
         ops += body.ops if body else [graph.node(nid).op]
         nodes += [nid] * len(body.kernels) if body else [nid]
+        prepare_funcs += body.prepare_kernels if body else []
     return Build(
         graph=graph,
         target=target,
@@ -304,6 +312,9 @@ def compile_graph(
         | ({"tuning_records_ignored": IGNORED} if ignored else {}),
         nodes=nodes,
         loops=bound.loops,
+        prepares=prepared.calls if prepared else [],
+        prepare_kernels=prepare_funcs,
+        prepared=prepared.size if prepared else 0,
     )
 
 
@@ -323,14 +334,21 @@ def _precision(graph: Graph, target: Target, precision: str) -> dict[str, Any]:
 
 
 def _bound_text(bound: Any) -> str:
-    """The bind stage's text: one line per call, a loop's calls indented under `loop`."""
-    lines = [f"{c.symbol}({', '.join(_arg_text(a) for a in c.args)})" for c in bound.calls]
+    """The bind stage's text: the prepare calls (run once, at create), then one line per
+    call, a loop's calls indented under `loop`."""
+    lines = [_call_text(c) for c in bound.calls]
     for s in sorted(bound.loops, key=lambda s: (-s.first, s.end)):
         lines[s.first : s.end] = ["  " + line for line in lines[s.first : s.end]]
     for s in sorted(bound.loops, key=lambda s: (-s.first, s.end - s.first)):  # inner ones first
         head = f"loop while {_arg_text(s.iter)} < {_arg_text(s.trip)} and {_arg_text(s.cond_state)}:"
         lines.insert(s.first, head)
-    return "\n".join(lines)
+    prepared = bound.binder.prepared
+    once = [f"prepare {_call_text(c)}" for c in prepared.calls] if prepared else []
+    return "\n".join(once + lines)
+
+
+def _call_text(c: Any) -> str:
+    return f"{c.symbol}({', '.join(_arg_text(a) for a in c.args)})"
 
 
 def _arg_text(a: Any) -> str:

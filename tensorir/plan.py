@@ -1,12 +1,19 @@
 """The plan a compile hands to a backend: backend-neutral data, no code generation here.
 
-A model runs as a list of kernel calls over four kinds of storage; every argument of a
+A model runs as a list of kernel calls over five kinds of storage; every argument of a
 call says where its tensor lives:
 
     Arg("input", k)       the k-th graph input (the caller's buffer)
     Arg("output", k)      the k-th graph output (the caller's buffer)
     Arg("weight", off)    byte offset into the weights blob (64-byte aligned)
+    Arg("prepared", off)  byte offset into the prepared-weights block (64-byte aligned):
+                          constants computed from the blob once, when the model is created
     Arg("workspace", off) byte offset into the one workspace the memory plan laid out
+
+The prepared block is written by *prepare calls* (KernelCalls like the model's, reading
+weights and writing prepared tensors) that `tir_create` runs once, in order, before any run:
+a CPU build stores a Winograd conv's packed weight and prepares its transform U, which is
+larger (tensorir/compiler_prepare.py).
 
 A call runs on the CPU (an LLVM kernel, called by symbol) or on the GPU (an OpenCL kernel,
 `GpuKernel`); a backend that has both inserts the transfers between them. A GPU kernel
@@ -23,7 +30,8 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Arg:
-    """Where a kernel argument lives: kind input|output (index) or weight|workspace (offset)."""
+    """Where a kernel argument lives: kind input|output (index) or weight|prepared|workspace
+    (byte offset)."""
 
     kind: str
     index: int

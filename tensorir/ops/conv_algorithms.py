@@ -6,7 +6,8 @@ A `conv2d_nchwc` (alone or as the anchor of a fused node) has an `algorithm` kno
     direct      register-blocked direct convolution (layout.py), every conv
     im2col      column matrix + packed GEMM (schedule/algorithms/im2col.py), group 1
     winograd2/4/6  F(m x m, 3 x 3) (schedule/algorithms/winograd_nchwc.py): 3x3, stride 1,
-                dilation 1, group 1, and a constant weight (transformed at compile time)
+                dilation 1, group 1, and a constant weight (transformed by a kernel of its
+                own, winograd_weights.py: at tir_create on CPUs, at compile time on GPUs)
     strassen    one level of Strassen on the conv as a matrix product (ops/conv_strassen.py):
                 1x1, stride 1, no padding, group 1, even H, an even number of input and
                 output channel blocks, and a constant weight (transformed at compile time)
@@ -28,13 +29,14 @@ kernel; the same op's inputs, so only the op is rewritten).
 Winograd and Strassen change the kernel's inputs (U or the seven B operands instead of w), so
 `specialize` rewrites the op (its anchor step) and returns the weight transform for the caller
 to apply to the constant: the compiler to the weight it embeds, the tuner to its random inputs.
+Winograd's is a `KernelTransform` (an op with a kernel): U is alpha^2 / 9 times the size of w,
+so a CPU build stores w and computes U at start-up (tensorir/compiler_prepare.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -45,13 +47,33 @@ from tensorir.ops.dwpw import is_dwpw
 from tensorir.ops.fused import FusedBody
 from tensorir.ops.layout import conv_nchwc_attrs
 from tensorir.ops.nn_compute import acc_type
+from tensorir.ops.registry import get_op
 from tensorir.schedule.algorithms.winograd import choose_winograd_m
 from tensorir.schedule.algorithms.winograd_nchwc import OP as WINOGRAD_OP
-from tensorir.schedule.algorithms.winograd_nchwc import weight_transform_nchwc
+from tensorir.schedule.algorithms.winograd_weights import OP as WINOGRAD_WEIGHT_OP
 from tensorir.schedule.schedule import ScheduleError
 from tensorir.schedule.space import knob
 
 Transform = Callable[[np.ndarray], np.ndarray]
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelTransform:
+    """A weight transform that is an op of its own (`op` with `attrs`, one input: the weight),
+    with a kernel: called, it runs the op's numpy reference (what the tuner feeds a kernel and
+    a GPU build embeds); a CPU build stores the weight and runs the op's kernel at start-up
+    (tensorir/compiler_prepare.py)."""
+
+    op: str
+    attrs: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def key(self) -> Hashable:
+        """One transformed copy per (constant, key)."""
+        return (self.op, self.attrs)
+
+    def __call__(self, w: np.ndarray) -> np.ndarray:
+        return get_op(self.op).run_reference([w], dict(self.attrs))[0]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -216,7 +238,7 @@ def specialize(
     if not algo.startswith("winograd"):
         return Specialized(op, in_types, attrs, algo)
     if not const:
-        raise ScheduleError("winograd needs a constant weight (it is transformed at compile time)")
+        raise ScheduleError("winograd needs a constant weight (it is transformed once, before any run)")
     m = int(algo.removeprefix("winograd"))
     _, pads, _ = conv_nchwc_attrs(conv_attrs)
     wino_attrs = {"pads": tuple(pads), "m": m}
@@ -224,8 +246,7 @@ def specialize(
     u_type = TensorType((m + 2, m + 2, mo, c * ib, ob), in_types[wi].dtype)
     types = tuple(u_type if k == wi else t for k, t in enumerate(in_types))
     new_op, new_attrs = _rewrite(op, attrs, anchor, WINOGRAD_OP, wino_attrs)
-    transform = functools.partial(weight_transform_nchwc, m=m)
-    transform.key = algo  # type: ignore[attr-defined]  (one transformed copy per constant)
+    transform = KernelTransform(WINOGRAD_WEIGHT_OP, (("m", m),))
     return Specialized(new_op, types, new_attrs, algo, {wi: transform})
 
 

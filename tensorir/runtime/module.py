@@ -149,6 +149,7 @@ class Module:
             "output": [a.ctypes.data for a in outs],
             "workspace": self.lib.tir_workspace(self.handle),
             "weight": self.lib.tir_weights(self.handle),
+            "prepared": self._prepared(),
         }
         calls = []
         for k in self.manifest["kernels"]:
@@ -167,6 +168,15 @@ class Module:
             {"symbol": k["symbol"], "op": k["op"], "node": k.get("node", ""), "seconds": float(s)}
             for k, s in zip(self.manifest["kernels"], med, strict=True)
         ]
+
+    def _prepared(self) -> int | None:
+        """The prepared-weights block (None: the plan prepares nothing, or a library from
+        before tir_prepared)."""
+        if not self.manifest.get("prepared_bytes"):
+            return None
+        fn = self.lib.tir_prepared
+        fn.restype, fn.argtypes = ctypes.c_void_p, [ctypes.c_void_p]
+        return fn(self.handle)
 
     @staticmethod
     def _address(bases: dict[str, Any], kind: str, index: int) -> int:

@@ -48,7 +48,8 @@ def compile_cli(
     files += ["weights.bin"] if weights == "external" else []
     print(f"compiled {model} for {m['target']} in {seconds:.1f} s -> {folder}/: {', '.join(files)}")
     kernels, ws, wb = len(build.kernels), m["workspace_bytes"], m["weights_bytes"]
-    print(f"  {kernels} kernels; workspace {ws:,} B; weights {wb:,} B")
+    prepared = f" (+ {m['prepared_bytes']:,} B computed by tir_create)" if m.get("prepared_bytes") else ""
+    print(f"  {kernels} kernels; workspace {ws:,} B; weights {wb:,} B{prepared}")
     if "precision" in m:
         p = m["precision"]
         kept = ", ".join(p["float32_ops"]) or "none"

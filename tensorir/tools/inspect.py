@@ -133,7 +133,8 @@ def _plan_lines(
     """The memory of the model compiled as `tir compile` compiles it (same target, same tuning
     records: they choose the algorithms, hence the kernels' scratch): the workspace tir_create
     allocates (activations between kernels and the kernels' scratch, planned together), beside
-    the activations alone, the no-reuse total and the lower bound."""
+    the activations alone, the no-reuse total and the lower bound; and the prepared weights
+    tir_create computes, if any (compiler_prepare.py)."""
     from tensorir.pipeline import compile_model
     from tensorir.target import get_target
 
@@ -156,6 +157,12 @@ def _plan_lines(
         f"  no-reuse total      {m['workspace_no_reuse']:>14,} B  (allocated = {ws / nr:.3f} x)",
         f"  lower bound         {m['workspace_lower_bound']:>14,} B  (allocated = {ws / lb:.3f} x)",
     ]
+    if m.get("prepared_bytes"):
+        n = len(m["prepare"])
+        lines.append(
+            f"  prepared weights    {m['prepared_bytes']:>14,} B  (allocated too, filled once by {n} kernel "
+            f"calls from the {m['weights_bytes']:,} B of weights: Winograd's transformed weights)"
+        )
     if target.kind == "opencl" and any(c.device == "cpu" for c in build.calls):
         lines.append("  (a device buffer of that size, and a host copy of it for the kernels on the CPU)")
     elif target.kind == "opencl":

@@ -109,7 +109,10 @@ def test_plan_reports_what_tir_create_allocates(tmp_path, capsys, driver):
 
     build = tmp_path / "build"
     assert main(["compile", model, "--records", "none", "-o", str(build)]) == 0
-    assert json.loads((build / "manifest.json").read_text())["workspace_bytes"] == allocated
+    manifest = json.loads((build / "manifest.json").read_text())
+    assert manifest["workspace_bytes"] == allocated
+    prepared = _figure(out, "prepared weights")  # the convs' Winograd U, computed by tir_create
+    assert prepared == manifest["prepared_bytes"] > 0
 
     nbytes = str(C * H * H * 4)
     p = subprocess.run(
@@ -118,8 +121,9 @@ def test_plan_reports_what_tir_create_allocates(tmp_path, capsys, driver):
     assert p.returncode == 0, p.stderr
     sizes = [int(s) for s in re.findall(r"^tir_create malloc (\d+)$", p.stdout, re.M)]
     assert "tir_run 0" in p.stdout.splitlines()
-    # tir_create: the model object, and the workspace (ALIGN bytes more, to align it); nothing else
-    assert sorted(sizes) == sorted([32, allocated + ALIGN]), p.stdout
+    # tir_create: the model object, the workspace and the prepared weights (ALIGN bytes more
+    # each, to align them); nothing else
+    assert sorted(sizes) == sorted([48, allocated + ALIGN, prepared + ALIGN]), p.stdout
 
 
 def test_plan_follows_the_target(tmp_path, capsys):
