@@ -29,9 +29,9 @@ import numpy as np
 from tensorir.errors import ShapeError
 from tensorir.graph.types import TensorType
 from tensorir.ops.conv import Ints, conv, out_spatial
+from tensorir.ops.conv_tile import MAX_PIXELS
 from tensorir.ops.infer import Types
 from tensorir.ops.layout import (
-    MAX_PIXELS,
     conv_nchwc_attrs,
     conv_nchwc_flops,
     conv_nchwc_output,

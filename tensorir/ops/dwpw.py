@@ -38,13 +38,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from tensorir.dtypes import elem_bytes
+from tensorir.ops.conv_tile import default_oc_blocks, oc_block_choices, tile_pixels
 from tensorir.ops.fused import FusedBody
-from tensorir.ops.layout import (
-    default_oc_blocks,
-    oc_block_choices,
-    register_tile_inner,
-    tile_pixels,
-)
+from tensorir.ops.layout import register_tile_inner
 from tensorir.ops.nn_compute import (
     chunk_first_axis,
     divisors,

@@ -31,6 +31,7 @@ import numpy as np
 from tensorir.errors import ShapeError
 from tensorir.graph.types import TensorType
 from tensorir.ops.conv import Ints, conv, out_spatial, spatial_attrs
+from tensorir.ops.conv_tile import default_oc_blocks, oc_block_choices, tile_pixels
 from tensorir.ops.infer import Types
 from tensorir.ops.registry import register_op
 
@@ -160,14 +161,6 @@ def packed_shape(shape: Sequence[int], block: int) -> tuple[int, ...]:
 
 
 # ---- computes and schedules ------------------------------------------------------------
-MAX_PIXELS = 12  # output pixels per register tile
-OC_BLOCKS = 2  # output channel blocks per register tile (dense convs share the input broadcasts)
-# A 16-register file (x86 AVX2) keeps at most 8 sums per tile, though 12 fit beside the
-# weights and the broadcast: on Zen 3, 512 -> 512 1x1 at 12x12, one thread, 4 pixels x 2
-# blocks ran 1.17-1.29 ms, 6 x 2 1.51-1.65, 3 x 4 1.38-1.42, 2 x 4 1.30 (onnxruntime 1.24-1.38);
-# MobileNetV1 whole 21.1-22.4 -> 17.8-18.1 ms. A tile is at least 2 pixels wide (5 blocks:
-# 10 sums, default_oc_blocks).
-SMALL_FILE_ACCUMULATORS = 8
 
 
 def layout_transform_compute(x: Any, src: str, dst: str) -> Any:
@@ -444,44 +437,6 @@ def register_tile_inner(
         acc.unroll(red[-2])
 
 
-def tile_pixels(name: str, width: int, u: int, target: Any, live_per_pixel: int = 0) -> int:
-    """Knob `name`: output pixels per register tile of `u` accumulator vectors per pixel
-    (default: as many as the registers hold beside the weights, up to MAX_PIXELS;
-    `live_per_pixel` more registers per pixel where the tile keeps inputs live too; on a
-    16-register file SMALL_FILE_ACCUMULATORS sums)."""
-    from tensorir.ops.nn_compute import pick_rows
-    from tensorir.schedule.space import knob
-
-    u = max(1, u)
-    regs = target.num_vector_registers
-    if regs <= 16:  # AVX2: at most SMALL_FILE_ACCUMULATORS sums, the last tile guarded
-        default = min(width, max(2, SMALL_FILE_ACCUMULATORS // u))
-    else:
-        default = pick_rows(width, max(1, min(MAX_PIXELS, (regs - u - 2) // (u + live_per_pixel))))
-    return knob(name, tile_choices(width, 2 * MAX_PIXELS), default)
-
-
-def oc_block_choices(blocks: int) -> list[int]:
-    """Output channel blocks per register tile: the divisors of `blocks` up to 6."""
-    return [d for d in range(1, 7) if blocks % d == 0]
-
-
-def default_oc_blocks(choices: list[int], block: int, lanes: int, registers: int = 32) -> int:
-    """OC_BLOCKS channel blocks per register tile; narrow blocks (8 channels on a 16-lane
-    target, as for 24 channels) take up to OC_BLOCKS full vectors' worth instead. Where only
-    one block would fit that, a divisor up to twice as wide is taken (SqueezeNet's 1000
-    classes are 125 blocks of 8: one 8-lane accumulator per pixel was load-bound, 5 share
-    each broadcast). On a 16-register file any divisor in `choices` is taken there (the same
-    125 blocks of 8 on AVX2: 5 blocks x 2 pixels 3.29-3.41 ms against 4.07 for 1 x 8, Zen 3,
-    one thread; onnxruntime 3.06-3.29)."""
-    want = max(OC_BLOCKS, OC_BLOCKS * lanes // max(1, block))
-    best = max(d for d in choices if d <= want)
-    if best == 1:
-        bound = 2 * want if registers > 16 else max(choices)
-        best = min((d for d in choices if 1 < d <= bound), default=1)
-    return best
-
-
 def _vector_choices(extent: int, lanes: int) -> list[int]:
     """Vector widths for the channel block: powers of two <= lanes dividing it (>= 4 lanes
     unless the block is narrower)."""
@@ -495,11 +450,6 @@ def _vector_choices(extent: int, lanes: int) -> list[int]:
 
 def _divisor_choices(extent: int) -> list[int]:
     return [d for d in range(1, extent + 1) if extent % d == 0]
-
-
-def tile_choices(extent: int, cap: int) -> list[int]:
-    """Register-tile widths: every size up to `cap` (guarded tails are legal), capped by extent."""
-    return list(range(1, min(extent, cap) + 1))
 
 
 def _register_computes() -> None:

@@ -115,7 +115,7 @@ def test_padded_strided_3x3(tile):
     ],
 )
 def test_default_tile_by_register_file(target, width, tile):
-    """A 16-register file keeps 8 sums per tile (layout.SMALL_FILE_ACCUMULATORS), taken
+    """A 16-register file keeps 8 sums per tile (conv_tile.SMALL_FILE_ACCUMULATORS), taken
     as is with a guarded last tile; a 32-register file keeps the divisor rule."""
     tgt = get_target(target)
     lanes = tgt.vector_lanes("float32")
