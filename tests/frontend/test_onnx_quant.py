@@ -13,6 +13,7 @@ from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantTy
 from tensorir.frontend.onnx import from_onnx
 from tensorir.graph.printer import print_graph
 from tensorir.runtime.executor import CompiledGraph
+from tests.int8_oracle import ReferenceSession, quantize_options
 
 
 def _float_cnn(path, head: bool = True):
@@ -58,7 +59,7 @@ def test_model_quantized_by_onnxruntime_matches_it_within_one_step(tmp_path, fmt
     _float_cnn(src, head=fmt == QuantFormat.QDQ)
     quantize_static(
         str(src), str(dst), _Reader(), quant_format=fmt, per_channel=per_channel,
-        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, **quantize_options(),
     )  # fmt: skip
     model = onnx.load(dst)
     ops = {n.op_type for n in model.graph.node}
@@ -77,6 +78,25 @@ def _output_scale(model: onnx.ModelProto) -> float:
         if out in n.output and n.op_type == "DequantizeLinear":
             return float(np.max(inits[n.input[1]]))
     raise AssertionError("the output is not a DequantizeLinear")
+
+
+@pytest.mark.parametrize("fmt", [QuantFormat.QDQ, QuantFormat.QOperator])
+def test_full_range_int8_weights_match_the_onnx_reference(tmp_path, fmt):
+    """8-bit weights up to +-127 on every host, against the ONNX reference evaluator: the sums
+    are exact int32 (onnxruntime saturates them on x86-64 without VNNI, tests/int8_oracle.py)."""
+    src, dst = tmp_path / "f.onnx", tmp_path / "q.onnx"
+    _float_cnn(src, head=fmt == QuantFormat.QDQ)
+    quantize_static(
+        str(src), str(dst), _Reader(), quant_format=fmt, per_channel=False, reduce_range=False,
+        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+    )  # fmt: skip
+    model = onnx.load(dst)
+    weights = [numpy_helper.to_array(t) for t in model.graph.initializer if t.data_type == TensorProto.INT8]
+    assert max(int(np.abs(w.astype(int)).max()) for w in weights) == 127  # the full range is used
+    x = np.random.default_rng(2).uniform(-1, 1, (1, 3, 16, 16)).astype(np.float32)
+    want = ReferenceSession(model).run(None, {"x": x})[0]
+    got = CompiledGraph(from_onnx(model), "host").run({"x": x})[0]
+    assert np.abs(got - want).max() <= _output_scale(model) * 1.0001, np.abs(got - want).max()
 
 
 def test_dequantize_per_axis_and_blocked_read_as_float_arithmetic():
