@@ -16,6 +16,7 @@ from tensorir.pipeline import optimize
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "examples" / "tiny_cnn.onnx"  # three segments: the input, conv 1's, conv 2's
 LANES = tir.target.get_target("host").vector_lanes("float32")
+V4 = "x86_64-v4"  # the fake tuner times caps 8, 16 and 32: the choices of a 16-lane target
 
 
 def test_candidates_are_segments_that_gain_beyond_margin_and_floor():
@@ -84,7 +85,7 @@ def test_a_candidate_that_holds_in_the_whole_model_is_kept(monkeypatch):
 
     gt = _fake_tuner(monkeypatch, cost)
     logs: list[str] = []
-    caps = gt.refine_layout_caps(TINY, "host", None, {"layout_block": 16}, runs=4, log=logs.append)
+    caps = gt.refine_layout_caps(TINY, V4, None, {"layout_block": 16}, runs=4, log=logs.append)
     print("\n".join(logs))
     assert caps == [16, 32, 16]
     assert any("segment 1 -> 32" in line and "kept" in line for line in logs)
@@ -102,7 +103,7 @@ def test_caps_that_do_not_win_the_whole_model_leave_one_block(monkeypatch):
 
     gt = _fake_tuner(monkeypatch, cost)
     logs: list[str] = []
-    caps = gt.refine_layout_caps(TINY, "host", None, {"layout_block": 16}, runs=4, log=logs.append)
+    caps = gt.refine_layout_caps(TINY, V4, None, {"layout_block": 16}, runs=4, log=logs.append)
     assert caps == [16, 16, 16]
     assert "it stays" in logs[-1]
 

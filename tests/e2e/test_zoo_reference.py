@@ -11,6 +11,12 @@ softmax/LayerNorm/Erf in BERT. The measured max abs difference is 2.4e-7 (tiny_c
 would fail on the few outputs that happen to be near zero. A wrong op (a missed
 epsilon, a flipped transpose, a bad pad) is off by 1e-3 or much more.
 
+Outputs of a larger scale than O(1) (yolov8n's decoded boxes, up to 542 pixels) are
+differences of large terms: their near-zero elements carry the rounding of those terms,
+about one float32 ulp of the output's scale (6e-5 at 542; 4.6e-5 measured on a Zen 3
+host, where MLAS sums in AVX2 order). There atol is 1e-6 of max |ort| (8 ulps of it),
+5.4e-4 for yolov8n; for O(1) outputs that is under 2e-5 and changes nothing.
+
 The per-output max abs and max rel errors are printed (run with -s to see them) and
 recorded as junit properties. Max rel is elementwise, over elements with |ort| > atol
 (the few near-zero elements make it larger than the max abs error); "of max" is the
@@ -35,6 +41,7 @@ from tensorir.runtime.reference import run_reference
 
 RTOL = 1e-4
 ATOL = 2e-5
+ATOL_OF_MAX = 1e-6  # atol for outputs of large scale: 8 float32 ulps of max |ort|
 NAMES = list(zoo.MODELS)
 
 
@@ -76,7 +83,8 @@ def test_reference_matches_onnxruntime(name: str, record_property) -> None:
         record_property(f"{out_name}_max_abs_err", max_abs)
         record_property(f"{out_name}_max_rel_err", max_rel)
         record_property(f"{out_name}_max_abs_err_of_max", of_max)
-        np.testing.assert_allclose(ours, ref, rtol=RTOL, atol=ATOL, err_msg=f"{name}/{out_name}")
+        atol = max(ATOL, ATOL_OF_MAX * float(np.abs(ref).max()))
+        np.testing.assert_allclose(ours, ref, rtol=RTOL, atol=atol, err_msg=f"{name}/{out_name}")
 
 
 # ---- the zoo itself: valid, sane, deterministic, the real architectures -------------------

@@ -59,7 +59,7 @@ def test_gather_nd(batch_dims):
 
 def test_scatter_kernel_is_a_copy_then_a_serial_loop_over_the_updates():
     types = [TensorType((8, 16)), TensorType((2, 16), "int64"), TensorType((2, 16))]
-    text = str(op_kernel("scatter_elements", types, {"axis": 0, "reduction": "add"}))
+    text = str(op_kernel("scatter_elements", types, {"axis": 0, "reduction": "add"}, "x86_64-v4"))  # 16 lanes
     head, copy, scatter = text.split("\n", 1)[0], *text.split("\n", 1)[1].split("  for u0 in range(0, 2):")
     assert "in0: f32[8,16], in1: i64[2,16], in2: f32[2,16], out: f32[8,16]" in head
     assert "out[ramp(i0*16, 1, 16)] = in0[ramp(i0*16, 1, 16)]" in copy  # the copy, vectorized
