@@ -27,6 +27,7 @@ from tensorir.graph.types import TensorType, np_dtype
 from tensorir.runtime.lengths import model_output_names, trim_graph_outputs
 from tensorir.runtime.reference import run_reference
 from tensorir.tools.compare import DEFAULT, Tolerance, figures
+from tensorir.tools.ort_caveats import int8_caveat
 from tensorir.tools.ort_io import run_session
 from tensorir.tools.samples import file_stem, sample_specs
 
@@ -210,6 +211,9 @@ def report(
     total = len(names) * len(samples)
     if failed:
         print(f"compare-ort: FAIL: {len(failed)} of {total} outputs outside {tolerance.text()}: {failed}")
+        note = int8_caveat(ort_model) if isinstance(ort_model, onnx.ModelProto) else None
+        if note:
+            print(note)
         return 1
     print(f"compare-ort: ok: {total} outputs within {tolerance.text()}")
     return 0
