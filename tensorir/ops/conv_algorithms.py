@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from tensorir.graph.types import TensorType
-from tensorir.ops import conv_strassen, conv_wide, dense_packed
+from tensorir.ops import conv_rows, conv_strassen, conv_wide, dense_packed
 from tensorir.ops.dwpw import is_dwpw
 from tensorir.ops.fused import FusedBody
 from tensorir.ops.layout import conv_nchwc_attrs
@@ -235,6 +235,8 @@ def specialize(
             return _conv_strassen(op, in_types, attrs, anchor, wi)
         if algo == "direct_wide":
             return _conv_wide(op, in_types, attrs, anchor, wi, lanes, target.num_vector_registers)
+        if algo == "direct":  # a 1x1's rows merged where tiles would end in tails (conv_rows.py)
+            return Specialized(op, conv_rows.merge_rows(in_types, attrs, anchor, xi, wi, target), attrs, algo)
     if not algo.startswith("winograd"):
         return Specialized(op, in_types, attrs, algo)
     if not const:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -61,7 +62,7 @@ def test_query_profile_is_this_machines_pocl():
     # lower bound over the build machines (Zen 3 AVX2 512 KiB / 8 floats, Zen 4 AVX-512 1 MiB / 16)
     assert here.local_mem_bytes >= pocl.local_mem_bytes
     assert here.preferred_vector_width_float >= pocl.preferred_vector_width_float
-    avx512 = "avx512f" in open("/proc/cpuinfo").read()
+    avx512 = "avx512f" in Path("/proc/cpuinfo").read_text()
     assert here.preferred_vector_width_float == (16 if avx512 else 8)
     # PoCL derives its image limits from the memory it finds (8192 or 16384 here, from one
     # run to the next): the profile's are the lower bound a compile may count on

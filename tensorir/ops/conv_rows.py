@@ -1,0 +1,112 @@
+"""A stride-1 1x1 conv on a 16-register CPU reads its image with whole rows merged.
+
+In NCHW[x]c a 1x1, stride-1, unpadded conv is a product over pixels that does not care where
+a row ends: (N, C/c, H, W, c) and (N, C/c, H/k, k*W, c) are the same bytes, and so are its
+output and any same-sized tensor its epilogue reads. The packed conv's register tile runs
+along one row (layout.schedule_conv_nchwc); on a 16-register file it is as wide as 8 sums
+allow, the last tile of a row guarded (conv_tile.tile_pixels), and that tail costs about what
+a full tile does (the same weight loads, fewer FMAs). ResNet-50's 14- and 7-wide rows at 4
+pixels a tile end in 2- and 3-pixel tails: one tile in four or two. Merging k rows (a view,
+no copy) leaves one tail per k rows, or none where k*W is a multiple of the tile.
+
+Knob `merge_rows` (divisors of H): by default the fewest rows merged that give (within 1%)
+the fewest tiles per image, keeping MIN_PARALLEL iterations for the parallel loop (channel
+groups x merged rows): 14x14 at 4 pixels a tile becomes 7 x 28 (56 -> 49 tiles), 7x7 becomes
+1 x 49 (14 -> 13). Not on 32-register files, whose tile already divides the row
+(conv_tile.tile_pixels).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tensorir.graph.types import TensorType
+from tensorir.ops.conv_tile import SMALL_FILE_ACCUMULATORS, default_oc_blocks, oc_block_choices
+from tensorir.ops.fused import FusedBody
+from tensorir.ops.layout import conv_nchwc_attrs
+from tensorir.ops.registry import is_elementwise
+from tensorir.schedule.space import knob
+
+NEAR_FEWEST = 1.01  # a merge within 1% of the fewest tiles is as good (more rows to split)
+MIN_PARALLEL = 4  # parallel iterations (output channel groups x rows) to keep
+
+
+def pointwise(w_shape: Sequence[int], attrs: Mapping[str, Any]) -> bool:
+    """A dense 1x1 conv, stride 1, dilation 1, no padding."""
+    strides, pads, dilations = conv_nchwc_attrs(dict(attrs))
+    group = int(attrs.get("group", 1))
+    one = tuple(strides) == (1, 1) and tuple(dilations) == (1, 1)
+    return group == 1 and tuple(w_shape[2:4]) == (1, 1) and one and not any(pads)
+
+
+def _pixelwise_epilogue(
+    in_types: Sequence[TensorType], attrs: Mapping[str, Any], anchor: int | None, hw: tuple[int, int]
+) -> bool:
+    """A plain conv, or a fused one whose other steps are elementwise and whose other inputs
+    span the image (hw) or broadcast over all of it: they see pixels, not rows."""
+    if anchor is None:
+        return True
+    body: FusedBody = attrs["body"]
+    if not all(k == anchor or is_elementwise(s.op) for k, s in enumerate(body.steps)):
+        return False
+    own = set(body.steps[anchor].args)
+    for j, t in enumerate(in_types):
+        spatial = tuple((1,) * (5 - len(t.shape)) + tuple(t.shape))[2:4] if len(t.shape) <= 5 else None
+        if j not in own and spatial not in (tuple(hw), (1, 1)):
+            return False
+    return True
+
+
+def default_merge(h: int, w: int, tile: int, groups: int) -> int:
+    """The rows to merge: the fewest k dividing h whose image takes within NEAR_FEWEST of the
+    fewest register tiles ((h/k) * ceil(k*w / tile)), among those leaving MIN_PARALLEL parallel
+    iterations (`groups` output channel groups x h/k rows)."""
+    ks = [k for k in range(1, h + 1) if h % k == 0 and (k == 1 or groups * (h // k) >= MIN_PARALLEL)]
+    tiles = {k: (h // k) * -(-k * w // tile) for k in ks}
+    fewest = min(tiles.values())
+    return min(k for k in ks if tiles[k] <= fewest * NEAR_FEWEST)
+
+
+def _tile_pixels(w_shape: Sequence[int], lanes: int, registers: int, wide_blocks: int) -> tuple[int, int]:
+    """(pixels per register tile, output channel groups) the schedule's defaults give."""
+    m_blocks, ob = w_shape[0], w_shape[5]
+    if wide_blocks:  # conv_wide: accumulators of whole vectors, wide_blocks per tile
+        u, per_group = wide_blocks, wide_blocks * lanes // ob
+    else:
+        mb = default_oc_blocks(oc_block_choices(m_blocks), ob, lanes, registers)
+        u, per_group = max(1, mb * ob // lanes), mb
+    return max(2, SMALL_FILE_ACCUMULATORS // u), max(1, m_blocks // per_group)
+
+
+def merge_rows(
+    in_types: tuple[TensorType, ...],
+    attrs: Mapping[str, Any],
+    anchor: int | None,
+    xi: int,
+    wi: int,
+    target: Any,
+    wide_blocks: int = 0,
+) -> tuple[TensorType, ...]:
+    """`in_types` with every tensor of the conv's image size seen with `merge_rows` rows merged
+    (the knob is read only where it applies)."""
+    x, w = in_types[xi].shape, in_types[wi].shape
+    conv_attrs = attrs if anchor is None else dict(attrs["body"].steps[anchor].attrs)
+    if target.num_vector_registers > 16 or len(x) != 5 or not pointwise(w, conv_attrs):
+        return in_types
+    h, wd = x[2], x[3]
+    if not _pixelwise_epilogue(in_types, attrs, anchor, (h, wd)):
+        return in_types
+    lanes = target.vector_lanes(in_types[xi].dtype)
+    tile, groups = _tile_pixels(w, lanes, target.num_vector_registers, wide_blocks)
+    k = knob("merge_rows", [d for d in range(1, h + 1) if h % d == 0], default_merge(h, wd, tile, groups))
+    if k == 1:
+        return in_types
+
+    def merged(t: TensorType) -> TensorType:
+        if len(t.shape) != 5 or tuple(t.shape[2:4]) != (h, wd):
+            return t
+        n, c, _, _, b = t.shape
+        return TensorType((n, c, h // k, k * wd, b), t.dtype)
+
+    return tuple(merged(t) if j != wi else t for j, t in enumerate(in_types))
