@@ -4,6 +4,7 @@ in-model time moved (each kernel timed in place, in model order, `Module.profile
 
     python -m benchmarks.knob_ab resnet50 prefetch_weights=0
     python -m benchmarks.knob_ab mobilenet_v2_96 outer_order=rows --threads 1 2 --profile
+    python -m benchmarks.knob_ab resnet50 --env TIR_MERGE_ROWS=0   # a switch outside the space
 
 A model is a zoo name (benchmarks/zoo.py) or an .onnx file. The pinned build is compiled with
 a record per task whose space has the knob (a task without it keeps its defaults); values are
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import os
 from pathlib import Path
 
 
@@ -71,7 +73,10 @@ def main(argv: list[str] | None = None) -> None:
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("model")
-    p.add_argument("pins", nargs="+", metavar="KNOB=VALUE")
+    p.add_argument("pins", nargs="*", metavar="KNOB=VALUE")
+    p.add_argument(
+        "--env", action="append", default=[], metavar="NAME=VALUE", help="set while the pinned build compiles"
+    )
     p.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     p.add_argument("--runs", type=int, default=20)
     p.add_argument("--profile", action="store_true", help="also the kernels whose in-model time moved")
@@ -80,9 +85,17 @@ def main(argv: list[str] | None = None) -> None:
     model = _model(args.model)
     feeds = sample_inputs(model)  # integer inputs (BERT's mask) as the model expects them
     records = pinned_records(model, pins)
-    default, pinned = tir.compile(model), tir.compile(model, records=records)
+    env = dict(pair.split("=", 1) for pair in args.env)
+    default = tir.compile(model)
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        pinned = tir.compile(model, records=records)
+    finally:
+        for k, v in saved.items():
+            os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
     name = Path(args.model).stem
-    print(f"{name}: {pins} pinned in {len(records)} tasks")
+    print(f"{name}: {pins} pinned in {len(records)} tasks" + (f", built with {env}" if env else ""))
     for n in args.threads:
         t_a, t_b, t_ort = beside_ort([default, pinned], model, feeds, n, args.runs)
         print(

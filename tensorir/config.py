@@ -57,6 +57,11 @@ def fuse_expand_enabled() -> bool:
     return os.environ.get("TIR_FUSE_EXPAND", "1").strip().lower() not in ("0", "false", "off", "")
 
 
+def merge_rows_enabled() -> bool:
+    """TIR_MERGE_ROWS=0: 1x1 convs keep their rows (ops/conv_rows.py)."""
+    return os.environ.get("TIR_MERGE_ROWS", "1").strip().lower() not in ("0", "false", "off", "")
+
+
 def opencl_platform() -> str:
     """TIR_OPENCL_PLATFORM ("" : any platform)."""
     return os.environ.get("TIR_OPENCL_PLATFORM", "")

@@ -9,11 +9,13 @@ a full tile does (the same weight loads, fewer FMAs). ResNet-50's 14- and 7-wide
 pixels a tile end in 2- and 3-pixel tails: one tile in four or two. Merging k rows (a view,
 no copy) leaves one tail per k rows, or none where k*W is a multiple of the tile.
 
-Knob `merge_rows` (divisors of H): by default the fewest rows merged that give (within 1%)
-the fewest tiles per image, keeping MIN_PARALLEL iterations for the parallel loop (channel
-groups x merged rows): 14x14 at 4 pixels a tile becomes 7 x 28 (56 -> 49 tiles), 7x7 becomes
-1 x 49 (14 -> 13). Not on 32-register files, whose tile already divides the row
-(conv_tile.tile_pixels).
+The merge: the fewest rows that give (within 1%) the fewest tiles per image, keeping
+MIN_PARALLEL iterations for the parallel loop (channel groups x merged rows): 14x14 at 4 pixels
+a tile becomes 7 x 28 (56 -> 49 tiles), 7x7 becomes 1 x 49 (14 -> 13). Not on 32-register
+files, whose tile already divides the row (conv_tile.tile_pixels). It is not a knob: the
+tile and row-chunk knobs' choices follow the merged shape, so a space holding both would
+sample illegal pairs; `pin("merge_rows", k)` forces k (tests), TIR_MERGE_ROWS=0 keeps the
+rows (`python -m benchmarks.knob_ab MODEL --env TIR_MERGE_ROWS=0`).
 """
 
 from __future__ import annotations
@@ -21,12 +23,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from tensorir.config import merge_rows_enabled
 from tensorir.graph.types import TensorType
 from tensorir.ops.conv_tile import SMALL_FILE_ACCUMULATORS, default_oc_blocks, oc_block_choices
 from tensorir.ops.fused import FusedBody
 from tensorir.ops.layout import conv_nchwc_attrs
 from tensorir.ops.registry import is_elementwise
-from tensorir.schedule.space import knob
+from tensorir.schedule.space import pinned
 
 NEAR_FEWEST = 1.01  # a merge within 1% of the fewest tiles is as good (more rows to split)
 MIN_PARALLEL = 4  # parallel iterations (output channel groups x rows) to keep
@@ -88,8 +91,7 @@ def merge_rows(
     target: Any,
     wide_blocks: int = 0,
 ) -> tuple[TensorType, ...]:
-    """`in_types` with every tensor of the conv's image size seen with `merge_rows` rows merged
-    (the knob is read only where it applies)."""
+    """`in_types` with every tensor of the conv's image size seen with rows merged."""
     x, w = in_types[xi].shape, in_types[wi].shape
     conv_attrs = attrs if anchor is None else dict(attrs["body"].steps[anchor].attrs)
     if target.num_vector_registers > 16 or len(x) != 5 or not pointwise(w, conv_attrs):
@@ -99,8 +101,8 @@ def merge_rows(
         return in_types
     lanes = target.vector_lanes(in_types[xi].dtype)
     tile, groups = _tile_pixels(w, lanes, target.num_vector_registers, wide_blocks)
-    k = knob("merge_rows", [d for d in range(1, h + 1) if h % d == 0], default_merge(h, wd, tile, groups))
-    if k == 1:
+    k = pinned("merge_rows") or (default_merge(h, wd, tile, groups) if merge_rows_enabled() else 1)
+    if k == 1 or h % k:
         return in_types
 
     def merged(t: TensorType) -> TensorType:

@@ -85,6 +85,12 @@ def use_config(cfg: Mapping[str, Any] | None) -> Iterator[None]:
         _CONFIG.reset(token)
 
 
+def pinned(name: str) -> Any | None:
+    """The value `pin` set for `name` here, else None: a decision that is not a knob (not in
+    the space, so the tuner never samples it) but that tests may still force."""
+    return (_PINNED.get() or {}).get(name)
+
+
 @contextlib.contextmanager
 def pin(name: str, value: Any) -> Iterator[None]:
     """Within this block `knob(name, ...)` returns `value` whatever the mode: a decision made

@@ -16,6 +16,7 @@ from tensorir.ops.conv_rows import default_merge, merge_rows
 from tensorir.ops.fused import FusedBody, Step
 from tensorir.ops.kernel import build_kernel, kernel_space
 from tensorir.ops.layout import pack_array, pack_weight, unpack_array
+from tensorir.schedule.space import pin
 from tensorir.target import get_target
 from tests.ops.kernel_run import assert_relative, run_built
 
@@ -54,11 +55,21 @@ def test_kernel_signature_before_and_after():
     head = str(func).splitlines()[0]
     assert "in0: f32[1,128,7,28,8], in1: f32[32,128,1,1,8,8], in2: f32[32,8]" in head, head
     assert "conv_nchwc: f32[1,32,7,28,8]" in head, head
-    kept, _ = build_kernel("conv2d_nchwc", types, attrs, V3, {"merge_rows": 1}, const_args=frozenset({1, 2}))
+    with pin("merge_rows", 1):
+        kept, _ = build_kernel("conv2d_nchwc", types, attrs, V3, const_args=frozenset({1, 2}))
     assert "in0: f32[1,128,14,14,8]" in str(kept).splitlines()[0]
+    # not a knob: the space's tile and row-chunk choices are those of the merged shape
     space = kernel_space("conv2d_nchwc", types, attrs, V3)
-    knob = next(k for k in space.knobs("direct") if k.name == "merge_rows")
-    assert knob.choices == (1, 2, 7, 14) and knob.default == 2
+    knobs = {k.name: k for k in space.knobs("direct")}
+    assert "merge_rows" not in knobs and knobs["row_chunk"].choices == ("auto", 1, 7)
+
+
+def test_environment_switch_keeps_the_rows(monkeypatch):
+    monkeypatch.setenv("TIR_MERGE_ROWS", "0")
+    func, _ = build_kernel(
+        "conv2d_nchwc", _types(1024, 256, 14, 14), {"group": 1}, V3, const_args=frozenset({1, 2})
+    )
+    assert "in0: f32[1,128,14,14,8]" in str(func).splitlines()[0]
 
 
 @pytest.mark.parametrize(
@@ -89,9 +100,8 @@ def test_every_merge_with_residual_add_matches_numpy(merge):
     )
     ins = [pack_array(x, 8), pack_weight(w, 8, 8, False), b.reshape(-1, 8), pack_array(r, 8)]
     types = [TensorType(a.shape) for a in ins]
-    func, spec = build_kernel(
-        "fused", types, {"body": ADD_RELU}, V3, {"merge_rows": merge}, const_args=frozenset({1, 2})
-    )
+    with pin("merge_rows", merge):
+        func, spec = build_kernel("fused", types, {"body": ADD_RELU}, V3, const_args=frozenset({1, 2}))
     assert f"in0: f32[1,8,{14 // merge},{14 * merge},8]" in str(func).splitlines()[0]
     got = run_built(func, spec, ins, (1, 4, 14, 14, 8))  # passed and read back in the merged view
     ref = np.maximum(conv(*(a.astype(np.float64) for a in (x, w, b))) + r, 0)
