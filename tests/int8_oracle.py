@@ -13,22 +13,16 @@ which is exact by construction."""
 
 from __future__ import annotations
 
-import platform
-from functools import cache
-
 import numpy as np
 import onnx
 import onnxruntime as ort
 
+from tensorir.tools.ort_caveats import ort_u8s8_saturates_here
 
-@cache
+
 def ort_u8s8_exact() -> bool:
     """Whether onnxruntime's U8S8 products are exact here (not x86-64, or a VNNI x86-64)."""
-    if platform.machine() not in ("x86_64", "AMD64"):
-        return True
-    with open("/proc/cpuinfo") as f:
-        flags = set(next((line for line in f if line.startswith("flags")), "").split())
-    return bool(flags & {"avx512_vnni", "avx_vnni"})
+    return not ort_u8s8_saturates_here()
 
 
 def quantize_options() -> dict:

@@ -71,15 +71,11 @@ def default_merge(h: int, w: int, tile: int, groups: int) -> int:
     return min(k for k in ks if tiles[k] <= fewest * NEAR_FEWEST)
 
 
-def _tile_pixels(w_shape: Sequence[int], lanes: int, registers: int, wide_blocks: int) -> tuple[int, int]:
+def _tile_pixels(w_shape: Sequence[int], lanes: int, registers: int) -> tuple[int, int]:
     """(pixels per register tile, output channel groups) the schedule's defaults give."""
     m_blocks, ob = w_shape[0], w_shape[5]
-    if wide_blocks:  # conv_wide: accumulators of whole vectors, wide_blocks per tile
-        u, per_group = wide_blocks, wide_blocks * lanes // ob
-    else:
-        mb = default_oc_blocks(oc_block_choices(m_blocks), ob, lanes, registers)
-        u, per_group = max(1, mb * ob // lanes), mb
-    return max(2, SMALL_FILE_ACCUMULATORS // u), max(1, m_blocks // per_group)
+    mb = default_oc_blocks(oc_block_choices(m_blocks), ob, lanes, registers)
+    return max(2, SMALL_FILE_ACCUMULATORS // max(1, mb * ob // lanes)), max(1, m_blocks // mb)
 
 
 def merge_rows(
@@ -89,7 +85,6 @@ def merge_rows(
     xi: int,
     wi: int,
     target: Any,
-    wide_blocks: int = 0,
 ) -> tuple[TensorType, ...]:
     """`in_types` with every tensor of the conv's image size seen with rows merged."""
     x, w = in_types[xi].shape, in_types[wi].shape
@@ -100,7 +95,7 @@ def merge_rows(
     if not _pixelwise_epilogue(in_types, attrs, anchor, (h, wd)):
         return in_types
     lanes = target.vector_lanes(in_types[xi].dtype)
-    tile, groups = _tile_pixels(w, lanes, target.num_vector_registers, wide_blocks)
+    tile, groups = _tile_pixels(w, lanes, target.num_vector_registers)
     k = pinned("merge_rows") or (default_merge(h, wd, tile, groups) if merge_rows_enabled() else 1)
     if k == 1 or h % k:
         return in_types

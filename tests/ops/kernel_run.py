@@ -15,15 +15,12 @@ HOST = get_target("host")
 
 
 def run_built(func: Any, spec: Any, ins: Sequence[np.ndarray], out_shape: tuple) -> np.ndarray:
-    """The kernel's float32 output in `out_shape`: the inputs as given, each constant one
-    through the algorithm's compile-time transform (`spec.transforms`), and its scratch
-    buffers; arrays go in the kernel's own shapes (the same bytes: merged rows, conv_rows.py)."""
+    """The kernel's float32 output: the inputs as given, each constant one through the
+    algorithm's compile-time transform (`spec.transforms`), and its scratch buffers."""
     args = [spec.transforms[i](a) if i in spec.transforms else a for i, a in enumerate(ins)]
-    params = func.params[: len(args) + 1]
-    args = [np.ascontiguousarray(a).reshape(p.shape) for a, p in zip(args, params, strict=False)]
-    out = np.zeros(params[len(args)].shape, np.float32)
+    out = np.zeros(out_shape, np.float32)
     get_backend(HOST).jit(func, HOST)(*args, out, *scratch_arrays(func))
-    return out.reshape(out_shape)
+    return out
 
 
 def assert_relative(got: np.ndarray, ref: np.ndarray, tol: float) -> None:

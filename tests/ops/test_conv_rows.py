@@ -103,6 +103,6 @@ def test_every_merge_with_residual_add_matches_numpy(merge):
     with pin("merge_rows", merge):
         func, spec = build_kernel("fused", types, {"body": ADD_RELU}, V3, const_args=frozenset({1, 2}))
     assert f"in0: f32[1,8,{14 // merge},{14 * merge},8]" in str(func).splitlines()[0]
-    got = run_built(func, spec, ins, (1, 4, 14, 14, 8))  # passed and read back in the merged view
+    got = run_built(func, spec, ins, (1, 4, 14, 14, 8))  # the graph-shaped arrays are the merged view
     ref = np.maximum(conv(*(a.astype(np.float64) for a in (x, w, b))) + r, 0)
     assert_relative(unpack_array(got), ref, 1e-5)
