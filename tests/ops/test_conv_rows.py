@@ -39,9 +39,10 @@ def _types(c: int, m: int, h: int, w: int, lanes: int = 8, k: int = 1) -> list[T
     [
         (14, 14, 16, 2),  # 14 x 4 tiles -> 7 rows of 28: 49, no tail
         (7, 7, 32, 7),  # 14 -> 13 tiles
-        (7, 7, 2, 1),  # one row left for 2 channel groups: under 4 parallel iterations
+        (7, 7, 2, 1),  # one row left for 2 channel groups: under 16 parallel iterations
         (56, 56, 8, 1),  # whole tiles already
-        (55, 55, 1, 5),  # 770 -> 759 tiles; all 55 rows (757) would leave one row
+        (55, 55, 4, 5),  # 770 -> 759 tiles; all 55 rows (757) would leave one row per group
+        (55, 55, 1, 1),  # one channel group: 11 rows would be under 16 parallel iterations
     ],
 )
 def test_default_merge(h, w, groups, merge):
