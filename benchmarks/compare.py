@@ -16,7 +16,10 @@ host runs the next few milliseconds of work slowly (MobileNetV2-96, 2 threads: 1
 then runs untimed for WARM_S before its timed runs: the table is the back-to-back speed a loop
 of runs sees, and `benchmarks.after_pause` times the runs after a pause. Reported: medians of
 --runs timed runs after --warmup runs. Results: a table on stdout and JSON in
-benchmarks/results/compare.json. Ratio = tensorir / onnxruntime (below 1: tensorir faster).
+benchmarks/results/compare.json. Ratio = tensorir / onnxruntime (below 1: tensorir faster), the
+median over rounds of the ratio within a round (paired_ratio: this VM's speed moves between
+states lasting about a second, which a ratio of overall medians mixes up); an order of the
+fns per round that gives every fn every slot as often (_orders).
 Then, per model, start-up (fresh processes: library load to first output, vs onnxruntime's
 session creation and first run), code and weights size and kernel count (benchmarks/startup.py;
 --no-startup skips them).
@@ -25,6 +28,7 @@ session creation and first run), code and weights size and kernel count (benchma
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import subprocess
@@ -67,32 +71,74 @@ PAUSE_S = 0.05
 WARM_S = 0.01  # untimed runs after the pause, past the host's ramp (a whole run at least)
 
 
-def _interleaved(fns: list, runs: int, warmup: int) -> list[float]:
+def _orders(n: int) -> list[tuple[int, ...]]:
+    """The orders the rounds take in turn (every fn in every slot as often, the rounds made a
+    whole number of turns): every permutation (n <= 3), else every rotation.
+    A fixed order favours some positions: on the Zen 3 VM, 2 threads, one module timed twice
+    per round ran 0.714 ms in the slot after onnxruntime and 0.605 ms in the next one."""
+    if n <= 3:
+        return list(itertools.permutations(range(n)))
+    return [tuple((k + r) % n for k in range(n)) for r in range(n)]
+
+
+def interleaved_blocks(fns: list, runs: int, warmup: int) -> np.ndarray:
+    """Seconds per run, the median of each block: (rounds, len(fns)), a round being one block
+    of each fn in the order `_orders` gives it."""
     for _ in range(warmup):
         for f in fns:
             f()
-    times = [[] for _ in fns]
-    while len(times[0]) < runs:
-        for k, f in enumerate(fns):
+    orders = _orders(len(fns))
+    rounds = -(-runs // BLOCK)
+    blocks = np.zeros((-(-rounds // len(orders)) * len(orders), len(fns)))
+    for r, row in enumerate(blocks):
+        for k in orders[r % len(orders)]:
             time.sleep(PAUSE_S)  # let the other runtime's spinning threads go to sleep
             warm_until = time.perf_counter() + WARM_S
-            f()
+            fns[k]()
             while time.perf_counter() < warm_until:
-                f()
-            for _ in range(BLOCK):
-                t0 = time.perf_counter()
-                f()
-                times[k].append(time.perf_counter() - t0)
-    return [float(np.median(t)) for t in times]
+                fns[k]()
+            row[k] = np.median([_timed(fns[k]) for _ in range(BLOCK)])
+    return blocks
+
+
+def _timed(f) -> float:
+    t0 = time.perf_counter()
+    f()
+    return time.perf_counter() - t0
+
+
+def ratio_spread(blocks: np.ndarray, a: int, b: int) -> tuple[float, float, float]:
+    """The 25th, 50th and 75th percentiles over rounds of fn a's time over fn b's."""
+    q = np.percentile(blocks[:, a] / blocks[:, b], [25, 50, 75])
+    return float(q[0]), float(q[1]), float(q[2])
+
+
+def paired_ratio(blocks: np.ndarray, a: int, b: int) -> float:
+    """fn a's time over fn b's: the median over rounds of the ratio within each round. The
+    2-core VM runs a while fast, then a while slow (MobileNet-sized models: blocks of 200 runs
+    at 0.45, 0.56 or 0.85 ms, one build, nothing else running), so the median of all runs of a
+    fn lands in one mode or another by chance (the same build in two slots: 0.769 vs 0.627 ms);
+    within a round both meet the same state."""
+    return float(np.median(blocks[:, a] / blocks[:, b]))
+
+
+def _interleaved(fns: list, runs: int, warmup: int) -> list[float]:
+    """Median seconds per run of each fn (medians of its blocks), interleaved."""
+    return [float(x) for x in np.median(interleaved_blocks(fns, runs, warmup), axis=0)]
 
 
 def beside_ort(mods: list, model, feeds: dict, threads: int, runs: int) -> list[float]:
     """Median seconds of each compiled module and then onnxruntime at `threads`, interleaved."""
+    return [float(x) for x in np.median(blocks_beside_ort(mods, model, feeds, threads, runs), axis=0)]
+
+
+def blocks_beside_ort(mods: list, model, feeds: dict, threads: int, runs: int) -> np.ndarray:
+    """interleaved_blocks of each compiled module and then onnxruntime at `threads`."""
     for m in mods:
         m.set_num_threads(threads)
     sess = _ort_session(model, threads)
     fns = [m.bind(feeds) for m in mods] + [lambda: sess.run(None, feeds)]
-    return _interleaved(fns, runs, 5)
+    return interleaved_blocks(fns, runs, 5)
 
 
 def bench_model(
@@ -124,14 +170,15 @@ def bench_model(
             tuned = tir.compile(model, records=recs)
             tuned.set_num_threads(n)
             fns.append(tuned.bind(feeds))
-        times = _interleaved(fns, runs, warmup)
+        blocks = interleaved_blocks(fns, runs, warmup)
+        times = np.median(blocks, axis=0)
         t_ours, t_ort = times[:2]
         row = {
             "model": name,
             "threads": n,
             "tensorir_ms": t_ours * 1e3,
             "onnxruntime_ms": t_ort * 1e3,
-            "ratio": t_ours / t_ort,
+            "ratio": paired_ratio(blocks, 0, 1),
             "tensorir_gflops": flops / t_ours / 1e9,
             "onnxruntime_gflops": flops / t_ort / 1e9,
             "compile_s": compile_s,
@@ -142,7 +189,7 @@ def bench_model(
         if tuned_records is not None:
             row.update(
                 tuned_ms=times[2] * 1e3,
-                tuned_ratio=times[2] / t_ort,
+                tuned_ratio=paired_ratio(blocks, 2, 1),
                 tuned_device=recs.device,
                 tuned_kernels=tuned.manifest.get("tuned_kernels", 0),
                 tuned_max_abs_err_vs_ort=_max_err(fns[2](), reference),

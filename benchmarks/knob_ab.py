@@ -9,7 +9,9 @@ in-model time moved (each kernel timed in place, in model order, `Module.profile
 A model is a zoo name (benchmarks/zoo.py) or an .onnx file. The pinned build is compiled with
 a record per task whose space has the knob (a task without it keeps its defaults); values are
 Python literals (`ow_tile=4`, `outer_order=rows`). Prints per thread count the medians, pinned
-/ default and how many tasks took the pin.
+/ default (the median of the per-round ratios, with their quartiles: a difference inside them
+is noise) and how many tasks took the pin. Two builds of the same model differ by up to 15%
+in a single run on the shared 2-core VM at 2 threads; read a pin's effect from several runs.
 """
 
 from __future__ import annotations
@@ -66,8 +68,10 @@ def _moved(a, b, rounds: int) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> None:
+    import numpy as np
+
     import tensorir as tir
-    from benchmarks.compare import beside_ort
+    from benchmarks.compare import blocks_beside_ort, ratio_spread
     from benchmarks.fuse_ab import _model
     from benchmarks.zoo import sample_inputs
 
@@ -97,10 +101,13 @@ def main(argv: list[str] | None = None) -> None:
     name = Path(args.model).stem
     print(f"{name}: {pins} pinned in {len(records)} tasks" + (f", built with {env}" if env else ""))
     for n in args.threads:
-        t_a, t_b, t_ort = beside_ort([default, pinned], model, feeds, n, args.runs)
+        blocks = blocks_beside_ort([default, pinned], model, feeds, n, args.runs)
+        t_a, t_b, t_ort = np.median(blocks, axis=0)
+        lo, mid, hi = ratio_spread(blocks, 1, 0)
         print(
             f"  {n} thread(s): default {t_a * 1e3:.3f} ms, pinned {t_b * 1e3:.3f} ms, onnxruntime "
-            f"{t_ort * 1e3:.3f} ms; pinned / default {t_b / t_a:.3f}",
+            f"{t_ort * 1e3:.3f} ms; pinned / default {mid:.3f} (quartiles {lo:.3f}-{hi:.3f} over "
+            f"{len(blocks)} rounds)",
             flush=True,
         )
         if args.profile:

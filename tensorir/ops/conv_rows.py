@@ -32,8 +32,10 @@ from tensorir.ops.registry import is_elementwise
 from tensorir.schedule.space import pinned
 
 NEAR_FEWEST = 1.01  # a merge within 1% of the fewest tiles is as good (more rows to split)
-# parallel iterations (output channel groups x rows) to keep: with 4, the PP-OCR direction
-# classifier ran 1.66x slower at 2 threads (0.77 vs 0.46 ms) though its kernels summed the same
+# parallel iterations (output channel groups x rows) to keep: tir_parallel_for splits a loop
+# into 4 chunks per thread (codegen/parallel.py), so 16 keep 4 threads balanced. (An earlier
+# note blamed a 2-thread loss on the PP-OCR classifier on a smaller value: it was the VM's
+# noise; that model has no merged conv at 4 or 16.)
 MIN_PARALLEL = 16
 
 

@@ -1,0 +1,50 @@
+"""benchmarks/compare.py's interleaving: every fn in every slot as often, ratios per round."""
+
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+import pytest
+
+import benchmarks.compare as cmp
+
+
+def test_every_fn_takes_every_slot_equally_often():
+    for n in (1, 2, 3, 4, 5):
+        orders = cmp._orders(n)
+        slots = collections.Counter((k, slot) for order in orders for slot, k in enumerate(order))
+        assert sorted(map(sorted, orders)) == [list(range(n))] * len(orders)
+        assert set(slots.values()) == {len(orders) // n}, n
+        assert len(slots) == n * n
+
+
+def test_rounds_make_whole_turns_and_time_each_fn(monkeypatch):
+    monkeypatch.setattr(cmp, "PAUSE_S", 0.0)
+    monkeypatch.setattr(cmp, "WARM_S", 0.0)
+    calls, sequence = collections.Counter(), []
+
+    def fn(k):
+        def run():
+            calls[k] += 1
+            sequence.append(k)
+
+        return run
+
+    blocks = cmp.interleaved_blocks([fn(0), fn(1), fn(2)], runs=7, warmup=1)
+    # 7 runs = 2 blocks of 5, made a whole turn of the 6 orders of 3 fns
+    assert blocks.shape == (6, 3)
+    assert calls == {k: 1 + 6 * (1 + cmp.BLOCK) for k in range(3)}
+    firsts = [sequence[3 + r * 3 * (1 + cmp.BLOCK)] for r in range(6)]  # after the warm-up
+    assert sorted(firsts) == [0, 0, 1, 1, 2, 2]
+
+
+def test_paired_ratio_follows_the_machine_from_round_to_round():
+    # a VM fast for three rounds, slow for two, changing state in the middle of round 3;
+    # a is 1.1x slower than b throughout
+    b = np.array([1.0, 1.0, 1.0, 1.9, 1.9, 1.9])
+    a = np.array([1.1, 1.1, 1.1, 1.1, 2.09, 2.09])  # round 3: a ran before the change
+    blocks = np.stack([a, b], axis=1)
+    assert np.median(a) / np.median(b) < 0.8  # the medians of all rounds land in different states
+    assert cmp.paired_ratio(blocks, 0, 1) == pytest.approx(1.1)
+    assert cmp.ratio_spread(blocks, 0, 1) == pytest.approx((1.1, 1.1, 1.1))
