@@ -8,8 +8,12 @@ batch_norm(y) = y * a + b. Three rules, tried in this order:
 2. dense -> [add(const)] -> batch_norm: w (N, K) becomes w * a[:, None] and a constant
    bias add (c * a + b) follows the dense.
 3. a lone batch_norm -> mul(x, a) + add(b), with a, b shaped (C, 1, ..., 1) to broadcast.
+4. conv -> mul / add by a constant that varies along the channel axis alone (or a scalar):
+   into the conv's weights and bias as in rule 1. A Keras model's batch norms reach the
+   graph so (TensorFlow freezes them into Mul / Add by per-channel vectors), and they
+   stayed in every conv epilogue, where a TFLite export of the same model has them folded.
 
-Rules 1 and 2 need the conv/dense output (and the bias add) to have no other consumer
+Rules 1, 2 and 4 need the conv/dense output (and the bias add) to have no other consumer
 and the weights (and bias) to be constants. Nothing fires for non-float tensors, for
 parameters that are not constants, or for batch_norm_training. Before/After:
 
@@ -116,8 +120,62 @@ def to_mul_add(g: Graph, nid: int) -> bool:
     return replace(g, nid, [add_op(g, "add", [add_op(g, "mul", [x, a]), b])])
 
 
+# ---- 4. conv -> mul / add by a per-channel constant (a batch norm imported as arithmetic) ----
+def _per_out_channel(value: np.ndarray, ndim: int, channels: int) -> np.ndarray | None:
+    """A constant that broadcasts against an N x C x ... conv output along C alone (or is a
+    scalar), as the C values it takes; else None."""
+    if value.ndim > ndim:
+        return None
+    shape = (1,) * (ndim - value.ndim) + value.shape
+    if shape[0] != 1 or shape[1] not in (1, channels) or any(d != 1 for d in shape[2:]):
+        return None
+    return np.broadcast_to(np.asarray(value, np.float64).reshape(-1), (channels,))
+
+
+def _conv_and_channels(g: Graph, nid: int) -> tuple[Value, np.ndarray] | None:
+    """(the conv output, the other input's values per output channel) of a binary op whose
+    one input is a single-use float conv with constant weights and bias, the other a constant."""
+    for y, k in zip(g.inputs_of(nid), g.inputs_of(nid)[::-1], strict=True):
+        if g.node(y.node).op != "conv" or not single_use(g, y) or not is_float(g.type_of(y).dtype):
+            continue
+        kv, (_, w, *c) = const_of(g, k), g.inputs_of(y.node)
+        if kv is None or const_of(g, w) is None or (c and const_of(g, c[0]) is None):
+            continue
+        t = g.type_of(y)
+        per = _per_out_channel(kv, t.ndim, t.shape[1])
+        if per is not None:
+            return y, per
+    return None
+
+
+def _affine_into_conv(g: Graph, nid: int, a: np.ndarray | float, b: np.ndarray | float) -> bool:
+    """conv(x, W, c) -> conv(x, W*a, c*a + b) in place of node `nid`."""
+    match = _conv_and_channels(g, nid)
+    if match is None:
+        return False
+    y, per = match
+    a, b = (per if p is None else p for p in (a, b))
+    x, w, *c = g.inputs_of(y.node)
+    wv, cv = const_of(g, w), const_of(g, c[0]) if c else 0.0
+    a = np.broadcast_to(np.asarray(a, np.float64), per.shape)
+    new_w = _const(g, wv * a.reshape(-1, *(1,) * (wv.ndim - 1)), w)
+    new_b = _const(g, np.asarray(cv, np.float64) * a + b, w)
+    (out,) = g.add_node("conv", [x, new_w, new_b], g.node(y.node).attr, g.node(y.node).name)
+    return replace(g, nid, [out])
+
+
+def scale_into_conv(g: Graph, nid: int) -> bool:
+    return _affine_into_conv(g, nid, None, 0.0)  # the constant is the scale
+
+
+def shift_into_conv(g: Graph, nid: int) -> bool:
+    return _affine_into_conv(g, nid, 1.0, None)  # the constant is the shift
+
+
 RULES: list[Rule] = [
     ("batch_norm", into_conv),  # bn(conv(x, W, c)) -> conv(x, W*a, c*a + b)
     ("batch_norm", into_dense),  # bn(dense(x, w) [+ c]) -> dense(x, w*a) + (c*a + b)
     ("batch_norm", to_mul_add),  # bn(x) -> x * a + b
+    ("mul", scale_into_conv),  # conv(x, W, c) * a -> conv(x, W*a, c*a), a per channel
+    ("add", shift_into_conv),  # conv(x, W, c) + b -> conv(x, W, c + b), b per channel
 ]

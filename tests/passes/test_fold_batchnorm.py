@@ -8,7 +8,7 @@ from tensorir.graph.graph import Graph, Value
 from tensorir.graph.types import TensorType
 from tensorir.passes.fold_batchnorm import fold_batchnorm
 
-from .helpers import check_pass, const
+from .helpers import assert_same_results, check_pass, const
 
 
 def _bn_params(g: Graph, c: int, seed: int = 10) -> list[Value]:
@@ -180,3 +180,56 @@ def test_batch_norm_with_input_parameters_is_left_alone():
     (z,) = g.add_node("batch_norm", [x, scale, *_bn_params(g, 3)[1:]])
     g.set_outputs([("z", z)])
     check_pass(g, fold_batchnorm, None)
+
+
+def _conv_then(ops: list[tuple[str, tuple[int, ...]]], group: int = 1, swap: bool = False) -> Graph:
+    """conv(x, W) followed by binary ops with constants of these shapes (a Keras batch norm
+    as TensorFlow freezes it: mul by a per-channel scale, add a per-channel shift)."""
+    g = Graph("conv_affine")
+    x = g.add_input("x", TensorType((1, 4, 6, 6)))
+    (y,) = g.add_node("conv", [x, const(g, (4, 4 // group, 3, 3), 1)], {"pads": (1, 1, 1, 1), "group": group})
+    for k, (op, shape) in enumerate(ops):
+        c = const(g, shape, 5 + k)
+        (y,) = g.add_node(op, [c, y] if swap else [y, c])
+    g.set_outputs([("z", y)])
+    return g
+
+
+def test_per_channel_mul_and_add_fold_into_the_conv():
+    check_pass(
+        _conv_then([("mul", (4, 1, 1)), ("add", (1, 4, 1, 1))]),
+        fold_batchnorm,
+        """
+        graph conv_affine(%x: f32[1,4,6,6]) {
+          %c10 = constant f32[4,4,3,3]
+          %c11 = constant f32[4] [ 1.0531157 , 1.7764913 ,-2.5532918 ,-0.13796507]
+          %12 = conv(%x, %c10, %c11) group=1 pads=(1,1,1,1) : f32[1,4,6,6]
+          return %12 as z
+        }
+        """,
+    )
+
+
+def test_scalar_and_reversed_operands_fold_too_depthwise_included():
+    for g in (
+        _conv_then([("mul", ()), ("add", (4, 1, 1))], group=4, swap=True),
+        _conv_then([("mul", (4, 1, 1)), ("add", (4, 1, 1))], group=4),
+    ):
+        after = _folded(g)
+        assert [after.node(n).op for n in after.op_nodes()] == ["conv"]
+        assert_same_results(g, after)
+
+
+def test_constants_that_vary_along_the_image_stay():
+    for shape in [(1, 6), (4, 6, 1), (4, 1, 6)]:
+        g = _conv_then([("add", shape)])
+        after = _folded(g)
+        assert [after.node(n).op for n in after.op_nodes()] == ["conv", "add"], shape
+
+
+def _folded(g: Graph) -> Graph:
+    from tensorir.passes import copy_graph
+
+    after = copy_graph(g)
+    fold_batchnorm(after)
+    return after
