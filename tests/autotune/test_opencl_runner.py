@@ -73,7 +73,7 @@ def test_tir_tune_on_pocl_and_compile_with_its_records(tmp_path, capsys, monkeyp
 
     db, out = tmp_path / "t.db", tmp_path / "build"
     model = str(Path(__file__).resolve().parents[2] / "examples" / "tiny_cnn.onnx")
-    assert main(["tune", model, "--device", "pocl", "--trials", "10", "--db", str(db)]) == 0
+    assert main(["tune", model, "--device", "pocl", "--trials", "4", "--db", str(db)]) == 0
     (key,) = Database(db).devices()
     tuned = capsys.readouterr().out
     assert key.startswith("opencl-pocl-") and key in tuned
