@@ -89,6 +89,7 @@ from tensorir.passes.fuse_dwpw import PLAN_LEVELS, apply_plan
 from tensorir.passes.fuse_dwpw import fuse_dwpw as merge_dwpw
 from tensorir.passes.fuse_dwpw import fuse_expand as merge_expand
 from tensorir.passes.fuse_ops import fuse_ops
+from tensorir.passes.hard_swish import hard_swish
 from tensorir.passes.layout import layout_enabled, make_layout_pass
 from tensorir.passes.memory_plan import plan_memory
 from tensorir.passes.precision import native_fp16, to_fp16
@@ -129,6 +130,7 @@ def optimize(
         changed |= run(fold_constants, g, "fold constants" + tag)
         changed |= run(fold_batchnorm, g, "fold batchnorm" + tag)
         changed |= run(simplify, g, "simplify" + tag)
+        changed |= run(hard_swish, g, "hard swish" + tag)
         changed |= run(transpose_sink, g, "transpose sink" + tag)
         changed |= run(conv1d_lift, g, "conv1d lift" + tag)
         if not changed:

@@ -24,6 +24,7 @@ PASSES = [
     "fold constants",
     "fold batchnorm",
     "simplify",
+    "hard swish",
     "transpose sink",
     "conv1d lift",
     "dead code",
@@ -76,9 +77,9 @@ def test_debug_level_2_prints_each_pass_and_marks_unchanged(monkeypatch, capsys)
     err = capsys.readouterr().err
     lines = [line.removeprefix("[tir] ") for line in err.splitlines() if line.startswith("[tir]")]
     stages = [line.split(":")[0] for line in lines]
-    round2 = [p + " (round 2)" for p in PASSES[:6]]
+    round2 = [p + " (round 2)" for p in PASSES[:7]]
     fusion = ["layout", "fuse ops", "fuse dwpw", "fuse expand"]
-    assert stages == ["fold qdq", *PASSES[:6], *round2, *PASSES[6:], *fusion]
+    assert stages == ["fold qdq", *PASSES[:7], *round2, *PASSES[7:], *fusion]
     unchanged = [line.split(":")[0] for line in lines if line.endswith("(unchanged)")]
     # fold qdq found no quantized product; round 1: canonicalize rewrote the gemm, fold
     # batchnorm folded into the dense; round 2 found nothing; dead code removed the exp, cse
@@ -88,6 +89,7 @@ def test_debug_level_2_prints_each_pass_and_marks_unchanged(monkeypatch, capsys)
         "fold qdq",
         "fold constants",
         "simplify",
+        "hard swish",
         "transpose sink",
         "conv1d lift",
         *round2,
