@@ -65,16 +65,22 @@ def into_conv(g: Graph, nid: int) -> bool:
     y = g.inputs_of(nid)[0]
     if g.node(y.node).op != "conv" or not single_use(g, y):
         return False
-    x, w, *c = g.inputs_of(y.node)
+    _, w, *c = g.inputs_of(y.node)
     wv, cv = const_of(g, w), const_of(g, c[0]) if c else 0.0
     ab = _affine(g, nid)
     if ab is None or ab[0].ndim != 1 or wv is None or cv is None:
         return False
-    a, b = ab
+    return replace(g, nid, [_scaled_conv(g, y, *ab)])
+
+
+def _scaled_conv(g: Graph, y: Value, a: np.ndarray, b: np.ndarray | float) -> Value:
+    """conv(x, W, c) (constant W and c) as conv(x, W*a, c*a + b), a per output channel."""
+    x, w, *c = g.inputs_of(y.node)
+    wv, cv = const_of(g, w), const_of(g, c[0]) if c else 0.0
     new_w = _const(g, wv * a.reshape(-1, *(1,) * (wv.ndim - 1)), w)
     new_b = _const(g, np.asarray(cv, np.float64) * a + b, w)
     (out,) = g.add_node("conv", [x, new_w, new_b], g.node(y.node).attr, g.node(y.node).name)
-    return replace(g, nid, [out])
+    return out
 
 
 # ---- 2. dense -> [add bias] -> batch_norm -------------------------------------------------
@@ -155,13 +161,7 @@ def _affine_into_conv(g: Graph, nid: int, a: np.ndarray | float, b: np.ndarray |
         return False
     y, per = match
     a, b = (per if p is None else p for p in (a, b))
-    x, w, *c = g.inputs_of(y.node)
-    wv, cv = const_of(g, w), const_of(g, c[0]) if c else 0.0
-    a = np.broadcast_to(np.asarray(a, np.float64), per.shape)
-    new_w = _const(g, wv * a.reshape(-1, *(1,) * (wv.ndim - 1)), w)
-    new_b = _const(g, np.asarray(cv, np.float64) * a + b, w)
-    (out,) = g.add_node("conv", [x, new_w, new_b], g.node(y.node).attr, g.node(y.node).name)
-    return replace(g, nid, [out])
+    return replace(g, nid, [_scaled_conv(g, y, np.broadcast_to(np.asarray(a, np.float64), per.shape), b)])
 
 
 def scale_into_conv(g: Graph, nid: int) -> bool:

@@ -22,6 +22,7 @@ import numpy as np
 
 from tensorir.graph.graph import Graph, Value
 from tensorir.passes import Rule, add_op, const_of, replace, rewrite
+from tensorir.passes.simplify import _producer
 
 
 def hard_swish(g: Graph) -> bool:
@@ -32,10 +33,6 @@ def hard_swish(g: Graph) -> bool:
 def _scalar(g: Graph, v: Value) -> float | None:
     c = const_of(g, v)
     return float(np.asarray(c).reshape(-1)[0]) if c is not None and np.size(c) == 1 else None
-
-
-def _producer(g: Graph, v: Value, op: str) -> int | None:
-    return v.node if g.node(v.node).op == op else None
 
 
 def _gate_of(g: Graph, h: Value) -> Value | None:
