@@ -19,7 +19,7 @@ of runs sees, and `benchmarks.after_pause` times the runs after a pause. Reporte
 benchmarks/results/compare.json. Ratio = tensorir / onnxruntime (below 1: tensorir faster), the
 median over rounds of the ratio within a round (paired_ratio: this VM's speed moves between
 states lasting about a second, which a ratio of overall medians mixes up); an order of the
-fns per round that gives every fn every slot as often (_orders).
+fns per round that gives every fn every slot as often (autotune.model_check.turn_orders).
 Then, per model, start-up (fresh processes: library load to first output, vs onnxruntime's
 session creation and first run), code and weights size and kernel count (benchmarks/startup.py;
 --no-startup skips them).
@@ -28,7 +28,6 @@ session creation and first run), code and weights size and kernel count (benchma
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import os
 import subprocess
@@ -38,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
+from autotune.model_check import turn_orders
 from benchmarks.zoo import MODELS, build, sample_inputs
 
 RESULTS = Path(__file__).parent / "results"
@@ -71,23 +71,13 @@ PAUSE_S = 0.05
 WARM_S = 0.01  # untimed runs after the pause, past the host's ramp (a whole run at least)
 
 
-def _orders(n: int) -> list[tuple[int, ...]]:
-    """The orders the rounds take in turn (every fn in every slot as often, the rounds made a
-    whole number of turns): every permutation (n <= 3), else every rotation.
-    A fixed order favours some positions: on the Zen 3 VM, 2 threads, one module timed twice
-    per round ran 0.714 ms in the slot after onnxruntime and 0.605 ms in the next one."""
-    if n <= 3:
-        return list(itertools.permutations(range(n)))
-    return [tuple((k + r) % n for k in range(n)) for r in range(n)]
-
-
 def interleaved_blocks(fns: list, runs: int, warmup: int) -> np.ndarray:
     """Seconds per run, the median of each block: (rounds, len(fns)), a round being one block
-    of each fn in the order `_orders` gives it."""
+    of each fn in the order `turn_orders` gives it."""
     for _ in range(warmup):
         for f in fns:
             f()
-    orders = _orders(len(fns))
+    orders = turn_orders(len(fns))
     rounds = -(-runs // BLOCK)
     blocks = np.zeros((-(-rounds // len(orders)) * len(orders), len(fns)))
     for r, row in enumerate(blocks):

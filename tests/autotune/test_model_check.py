@@ -99,3 +99,44 @@ def test_the_profile_times_kernels_in_model_order(tmp_path):
     assert [r["symbol"] for r in rows] == [k["symbol"] for k in mod.manifest["kernels"]]
     assert all(r["seconds"] > 0 for r in rows)
     np.testing.assert_array_equal(mod.run({"x": x})[0], want)
+
+
+class _Recorder:
+    """A stand-in module: its runs and profiles append its name to a shared log."""
+
+    def __init__(self, name, log):
+        self.name, self.log, self.inputs = name, log, []
+
+    def bind(self, feeds):
+        return lambda: self.log.append(self.name)
+
+    def profile(self, feeds, repeat=1):
+        self.log.append(self.name)
+        return [{"seconds": 1.0}]
+
+
+def _turn_firsts(log, per_turn):
+    """Who ran first in each turn, a turn being a module's `per_turn` entries in the log."""
+    firsts, k = [], 0
+    while k < len(log):
+        firsts.append(log[k])
+        k += per_turn
+    return firsts
+
+
+def test_interleaved_timing_rotates_which_module_goes_first(monkeypatch):
+    import autotune.model_check as mc
+
+    monkeypatch.setattr(mc, "settle", lambda call: call())  # one untimed run per turn
+    log = []
+    mods = [_Recorder("a", log), _Recorder("b", log)]
+    costs = mc.time_interleaved(mods, runs=6, rounds=3)
+    assert [len(c) for c in costs] == [4, 4]  # 3 rounds raised to whole turns of (a, b), (b, a)
+    timed = log[6:]  # after 3 warm-up runs each
+    per_turn = 1 + 2  # the settle run, then runs // rounds timed runs
+    assert _turn_firsts(timed, per_turn) == ["a", "b", "b", "a", "a", "b", "b", "a"]
+
+    log.clear()
+    rows = mc.profile_rounds(mods, rounds=2)
+    assert [len(r) for r in rows] == [2, 2]
+    assert _turn_firsts(log[2:], 2) == ["a", "b", "b", "a"]  # after one warm-up profile each

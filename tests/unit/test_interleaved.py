@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 
 import benchmarks.compare as cmp
+from autotune.model_check import turn_orders
 
 
 def test_every_fn_takes_every_slot_equally_often():
     for n in (1, 2, 3, 4, 5):
-        orders = cmp._orders(n)
+        orders = turn_orders(n)
         slots = collections.Counter((k, slot) for order in orders for slot, k in enumerate(order))
         assert sorted(map(sorted, orders)) == [list(range(n))] * len(orders)
         assert set(slots.values()) == {len(orders) // n}, n
