@@ -16,7 +16,7 @@ from pathlib import Path
 from tensorir import config, debug
 from tensorir.codegen.entry import entry_ir
 from tensorir.codegen.link import link_shared, weights_object
-from tensorir.codegen.llvm import LLVM_LOCK, build_ir, emit_object, optimize, parse_ir, target_machine
+from tensorir.codegen.llvm import LLVM_LOCK, build_ir, object_from_text, optimize, parse_ir, target_machine
 from tensorir.codegen.parallel import runtime_ir
 from tensorir.compiler import LIB_NAME, Build
 from tensorir.dtypes import is_narrow
@@ -33,13 +33,13 @@ def kernels_object(build: Build) -> bytes:
     from tensorir import __version__
 
     funcs = [*build.kernels, *build.prepare_kernels]
-    text, _ = build_ir(funcs, build.target)
+    text, names = build_ir(funcs, build.target)
     runtime = runtime_ir(build.target)
     key = hashlib.sha256(f"{__version__}\n{build.target}\n{runtime}\n{text}".encode()).hexdigest()[:32]
     path = config.cache_dir() / "objects" / f"{key}.o"
     if path.exists():
         return path.read_bytes()
-    data = emit_object(funcs, build.target)
+    data = object_from_text(text, build.target, names[0] if names else "tir")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_bytes(data)

@@ -3,6 +3,7 @@
     with stage("import onnx") as st:
         g = ...
         st.result = g          # printed at TIR_DEBUG=2, written to TIR_DUMP_DIR
+        st.result = Text(to_text, funcs)   # or text made only when it is printed
 
 TIR_DEBUG=1 prints each stage's name and time to stderr; TIR_DEBUG=2 also prints the
 IR the stage produced; TIR_DUMP_DIR=dir writes it to dir/NN_<stage>.txt.
@@ -23,6 +24,18 @@ from typing import Any
 from tensorir import config
 
 _counter = itertools.count()
+
+
+class Text:
+    """A stage's text made only when it is printed or dumped: `Text(fn, *args)` is
+    `fn(*args)` at str(). Printing every kernel of a model takes a second or more, and a
+    compile without TIR_DEBUG / TIR_DUMP_DIR never needs it."""
+
+    def __init__(self, fn: Any, *args: Any) -> None:
+        self.fn, self.args = fn, args
+
+    def __str__(self) -> str:
+        return str(self.fn(*self.args))
 
 
 class StageRecord:

@@ -279,20 +279,20 @@ def compile_graph(
     slices = concat_slices(graph) if target.kind == "llvm" else ConcatSlices()
     with debug.stage("lowering") as st, half_sums(precision == "fp16" and native_fp16(target)):
         kernels = lower_kernels(graph, target, records, symbol_prefix, slices.nodes)
-        st.result = _kernel_text(kernels)
+        st.result = debug.Text(_kernel_text, kernels)
     with debug.stage("loop passes") as st:
         kernels = optimize_kernels(kernels)
-        st.result = _kernel_text(kernels)
+        st.result = debug.Text(_kernel_text, kernels)
     with debug.stage("memory plan") as st:
         plan = plan_memory(graph, scratch=scratch_sizes(kernels), slices=slices)
-        st.result = plan.summary()
+        st.result = debug.Text(plan.summary)
     with debug.stage("bind") as st:
         bound = bind_plan(graph, kernels, plan, Prepared(symbol_prefix) if target.kind == "llvm" else None)
-        st.result = _bound_text(bound)
+        st.result = debug.Text(_bound_text, bound)
     prepared = bound.binder.prepared
     with debug.stage("prepare kernels") as st:
         prepare_funcs = lower_prepares(prepared, target)
-        st.result = "\n\n".join(str(f) for f in prepare_funcs)
+        st.result = debug.Text(lambda: "\n\n".join(str(f) for f in prepare_funcs))
     funcs, ops, nodes = [], [], []
     for nid, k in kernels.items():  # a loop's body kernels stand where its node does
         body = k.body if isinstance(k, LoopKernel) else None

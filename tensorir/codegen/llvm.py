@@ -308,12 +308,21 @@ def build_module(
     with_runtime: bool = True,
 ) -> tuple[llvm.ModuleRef, list[str]]:
     """Parse + verify + optimize; `with_runtime` links the parallel runtime in (for objects)."""
-    from tensorir.codegen.parallel import runtime_ir
-
     target = get_target(target)
     t0 = time.perf_counter()
     text, names = build_ir(funcs, target, names)
-    label = names[0] if names else "tir"
+    mod = module_from_text(text, target, names[0] if names else "tir", with_runtime, t0)
+    return mod, names
+
+
+def module_from_text(
+    text: str, target: Target, label: str, with_runtime: bool = True, t0: float | None = None
+) -> llvm.ModuleRef:
+    """`build_ir`'s text parsed, verified, linked with the parallel runtime when it calls it
+    (`with_runtime`) and optimized."""
+    from tensorir.codegen.parallel import runtime_ir
+
+    t0 = time.perf_counter() if t0 is None else t0
     _dump(label, "ll", text)
     with LLVM_LOCK:
         mod = parse_ir(text, label)
@@ -323,7 +332,7 @@ def build_module(
         _dump(label, "opt.ll", str(mod))
     if config.debug_level() >= 1:
         print(f"[tir] llvm {label}: {1e3 * (time.perf_counter() - t0):.1f} ms")
-    return mod, names
+    return mod
 
 
 def emit_object(funcs: ir.LoopFunc | Sequence[ir.LoopFunc], target: Target | str) -> bytes:
@@ -332,6 +341,12 @@ def emit_object(funcs: ir.LoopFunc | Sequence[ir.LoopFunc], target: Target | str
     with LLVM_LOCK:
         mod, _ = build_module(funcs, target)
         return target_machine(target).emit_object(mod)
+
+
+def object_from_text(text: str, target: Target, label: str) -> bytes:
+    """`emit_object` for IR text `build_ir` made already."""
+    with LLVM_LOCK:
+        return target_machine(target).emit_object(module_from_text(text, target, label))
 
 
 def emit_assembly(funcs: ir.LoopFunc | Sequence[ir.LoopFunc], target: Target | str) -> str:

@@ -64,10 +64,11 @@ class _Verifier:
         self.ranges: dict[Expr, Range] = {}
         self.guards = 0
         self.threads: set[str] = set()  # GPU tags bound by enclosing loops
-        self.where = ""
+        self.where: Stmt | str = ""  # the statement being checked: printed only on failure
 
     def fail(self, msg: str) -> None:
-        raise VerifyError(f"{msg} in `{self.where}`")
+        where = self.where if isinstance(self.where, str) else _head(self.where)
+        raise VerifyError(f"{msg} in `{where}`")
 
     # ---- expressions -----------------------------------------------------------------
     def expr(self, e: Expr) -> None:
@@ -174,7 +175,7 @@ class _Verifier:
     # ---- statements ------------------------------------------------------------------
     def stmt(self, s: Stmt) -> None:
         if not isinstance(s, Seq):
-            self.where = _head(s)
+            self.where = s
         handler = getattr(self, "s_" + type(s).__name__, None)
         if handler is None:
             self.fail(f"{type(s).__name__} is not a loop IR statement")
