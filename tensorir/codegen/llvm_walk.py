@@ -2,21 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from tensorir.loop import ir
-
-
-def children(node: object) -> Iterator[object]:
-    """Direct Expr/Stmt/Buffer children of a loop-IR node, in field order."""
-    for f in dataclasses.fields(node):  # type: ignore[arg-type]
-        v = getattr(node, f.name)
-        items = v if isinstance(v, tuple) else (v,)
-        for x in items:
-            if isinstance(x, ir.Expr | ir.Stmt | ir.Buffer):
-                yield x
+from tensorir.loop.visitor import children
 
 
 @dataclass
@@ -61,6 +50,5 @@ def _walk(node: object, bound: frozenset, local: frozenset, u: Usage) -> None:
     if isinstance(node, ir.Allocate):
         _walk(node.body, bound, local | {node.buffer}, u)
         return
-    for c in children(node):
-        if not isinstance(c, ir.Buffer):
-            _walk(c, bound, local, u)
+    for c in children(node):  # For and LetStmt, whose var is no child, returned above
+        _walk(c, bound, local, u)

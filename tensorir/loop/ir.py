@@ -14,6 +14,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Any
+
+
+class memo:  # used like @property
+    """A property of an expression node computed once and kept in the node's __dict__ (nodes
+    are immutable): `lanes` and `dtype` of a BinOp recurse down the tree, and the simplifier
+    asks for them at every node it visits. A non-data descriptor, so the stored value shadows
+    it from the second access on."""
+
+    def __init__(self, fn: Any) -> None:
+        self.fn, self.name = fn, fn.__name__
+
+    def __get__(self, node: Any, owner: Any = None) -> Any:
+        if node is None:
+            return self
+        value = node.__dict__[self.name] = self.fn(node)
+        return value
 
 
 class ForKind(Enum):
@@ -85,6 +102,10 @@ class Expr:
     def ne(self, o: ExprLike) -> Expr:
         return Cmp("!=", self, as_expr(o, self.dtype))
 
+    def __getstate__(self) -> dict:
+        """The fields only: a cached hash of strings is valid only in the process that made it."""
+        return {k: v for k, v in self.__dict__.items() if k not in _CACHED}
+
 
 ExprLike = Expr | int | float | bool
 
@@ -133,11 +154,11 @@ class BinOp(Expr):
     a: Expr
     b: Expr
 
-    @property
+    @memo
     def dtype(self) -> str:
         return self.a.dtype
 
-    @property
+    @memo
     def lanes(self) -> int:
         return max(self.a.lanes, self.b.lanes)
 
@@ -148,11 +169,11 @@ class Cmp(Expr):
     a: Expr
     b: Expr
 
-    @property
+    @memo
     def dtype(self) -> str:
         return "bool"
 
-    @property
+    @memo
     def lanes(self) -> int:
         return max(self.a.lanes, self.b.lanes)
 
@@ -161,11 +182,11 @@ class Cmp(Expr):
 class Not(Expr):
     a: Expr
 
-    @property
+    @memo
     def dtype(self) -> str:
         return "bool"
 
-    @property
+    @memo
     def lanes(self) -> int:
         return self.a.lanes
 
@@ -176,11 +197,11 @@ class Select(Expr):
     a: Expr
     b: Expr
 
-    @property
+    @memo
     def dtype(self) -> str:
         return self.a.dtype
 
-    @property
+    @memo
     def lanes(self) -> int:
         return max(self.cond.lanes, self.a.lanes, self.b.lanes)
 
@@ -190,11 +211,11 @@ class Cast(Expr):
     type_: str
     value: Expr
 
-    @property
+    @memo
     def dtype(self) -> str:
         return self.type_
 
-    @property
+    @memo
     def lanes(self) -> int:
         return self.value.lanes
 
@@ -239,11 +260,11 @@ class Call(Expr):
     args: tuple[Expr, ...]
     type_: str = "float32"
 
-    @property
+    @memo
     def dtype(self) -> str:
         return self.type_
 
-    @property
+    @memo
     def lanes(self) -> int:
         return max((a.lanes for a in self.args), default=1)
 
@@ -256,11 +277,11 @@ class Ramp(Expr):
     stride: Expr
     count: int
 
-    @property
+    @memo
     def dtype(self) -> str:
         return self.base.dtype
 
-    @property
+    @memo
     def lanes(self) -> int:
         return self.count
 
@@ -270,11 +291,11 @@ class Broadcast(Expr):
     value: Expr
     count: int
 
-    @property
+    @memo
     def dtype(self) -> str:
         return self.value.dtype
 
-    @property
+    @memo
     def lanes(self) -> int:
         return self.count
 
@@ -306,11 +327,11 @@ class Load(Expr):
     buffer: Buffer
     index: Expr
 
-    @property
+    @memo
     def dtype(self) -> str:
         return self.buffer.dtype
 
-    @property
+    @memo
     def lanes(self) -> int:
         return self.index.lanes
 
@@ -407,3 +428,29 @@ class LoopFunc:
         from tensorir.loop.printer import to_text
 
         return to_text(self)
+
+
+_CACHED = ("_hash", "dtype", "lanes")  # what an Expr node keeps in its __dict__ beside its fields
+
+
+def _memo_hash(cls: type) -> None:
+    """Give `cls` (a frozen dataclass) a hash computed once per node: the generated one hashes
+    the whole subtree at every call, and dict lookups keyed by expressions (the simplifier's
+    ranges, substitute's mapping) call it at every node of every walk."""
+    generated = cls.__hash__
+
+    def __hash__(self: Any) -> int:
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = self.__dict__["_hash"] = generated(self)
+        return h  # type: ignore[no-any-return]
+
+    cls.__hash__ = __hash__  # type: ignore[method-assign]
+
+
+def _expr_classes(cls: type) -> list[type]:
+    return [c for sub in cls.__subclasses__() for c in (sub, *_expr_classes(sub))]
+
+
+for _cls in _expr_classes(Expr):
+    _memo_hash(_cls)

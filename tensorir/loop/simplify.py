@@ -400,10 +400,21 @@ class Simplifier(Mutator):
     ) -> None:
         self.rules = rules
         self.ranges: dict[Expr, Range] = dict(ranges or {})
+        # expression -> its simplified form under the current ranges (cleared when they
+        # change): a rewrite's result is walked again, and most of it was simplified already
+        self.done: dict[Expr, Expr] = {}
 
     def visit(self, node: Any) -> Any:
         if not isinstance(node, Expr):
             return super().visit(node)
+        hit = self.done.get(node)
+        if hit is not None:
+            return hit
+        e = self._simplify(node)
+        self.done[node] = self.done[e] = e
+        return e
+
+    def _simplify(self, node: Expr) -> Expr:
         e = self.generic(node)
         for _ in range(MAX_REWRITES):
             if e.lanes != 1:  # vectors: only select(broadcast(True/False), a, b) -> a / b
@@ -417,6 +428,14 @@ class Simplifier(Mutator):
             e = self.generic(out)
         return e
 
+    def _set_range(self, var: Expr, r: Range | None) -> None:
+        """Set (or with None drop) the known range of `var`; what was simplified is forgotten."""
+        self.done.clear()
+        if r is None:
+            self.ranges.pop(var, None)
+        else:
+            self.ranges[var] = r
+
     def visit_For(self, s: For) -> Stmt:
         start, extent = self.visit(s.start), self.visit(s.extent)
         if isinstance(extent, Const) and extent.value <= 0:
@@ -427,11 +446,9 @@ class Simplifier(Mutator):
         rs, rx = int_range(start, self.ranges), int_range(extent, self.ranges)
         saved = self.ranges.get(s.var)
         if rs is not None and rx is not None:
-            self.ranges[s.var] = (rs[0], rs[1] + rx[1] - 1)
+            self._set_range(s.var, (rs[0], rs[1] + rx[1] - 1))
         body = self.visit(s.body)
-        self.ranges.pop(s.var, None)
-        if saved is not None:
-            self.ranges[s.var] = saved
+        self._set_range(s.var, saved)
         if _is_empty(body):
             return _EMPTY
         return replace(s, start=start, extent=extent, body=body)
@@ -466,9 +483,9 @@ class Simplifier(Mutator):
             return self.visit(substitute(s.body, {s.var: value}))
         r = int_range(value, self.ranges)
         if r is not None:
-            self.ranges[s.var] = r
+            self._set_range(s.var, r)
         body = self.visit(s.body)
-        self.ranges.pop(s.var, None)
+        self._set_range(s.var, None)
         return replace(s, value=value, body=body)
 
 

@@ -27,27 +27,35 @@ def _is_child(v: object) -> bool:
 
 
 _FIELDS: dict[type, tuple[str, ...]] = {}
+# field annotations that never hold a node: such fields are not looked at during a walk
+# (most nodes are Vars and Consts, whose fields are all of these)
+_LEAF_TYPES = {"str", "int", "bool", "float", "int | float | bool", "Buffer", "ForKind", "dict", "Tensor"}
 
 
 def _fields(cls: type) -> tuple[str, ...]:
-    """Field names of a node class, cached (dataclasses.fields is slow on hot paths)."""
+    """The fields of a node class that may hold a child, the variable a loop binds left out
+    (cached: dataclasses.fields is slow on hot paths)."""
     names = _FIELDS.get(cls)
     if names is None:
-        names = _FIELDS[cls] = tuple(f.name for f in dataclasses.fields(cls))
+        skip = _BINDERS.get(cls)
+        names = _FIELDS[cls] = tuple(
+            f.name
+            for f in dataclasses.fields(cls)  # type: ignore[arg-type]
+            if f.name != skip and str(f.type) not in _LEAF_TYPES
+        )
     return names
 
 
-def children(node: object) -> Iterator[Node]:
+def children(node: object) -> list[Node]:
     """The direct sub-expressions and sub-statements of `node`, in field order."""
-    skip = _BINDERS.get(type(node))
+    out: list[Node] = []
     for name in _fields(type(node)):
-        if name == skip:
-            continue
         v = getattr(node, name)
         if _is_child(v):
-            yield v
+            out.append(v)
         elif isinstance(v, tuple):
-            yield from (x for x in v if _is_child(x))
+            out.extend(x for x in v if _is_child(x))
+    return out
 
 
 class Visitor:
@@ -81,11 +89,8 @@ class Mutator:
         return self.generic(node)
 
     def generic(self, node: Any) -> Any:
-        skip = _BINDERS.get(type(node))
         changes: dict[str, object] = {}
         for name in _fields(type(node)):
-            if name == skip:
-                continue
             v = getattr(node, name)
             if _is_child(v):
                 nv = self.visit(v)
@@ -126,7 +131,7 @@ def walk(node: Any) -> Iterator[Node]:
     while stack:
         n = stack.pop()
         yield n
-        stack.extend(reversed(list(children(n))))
+        stack.extend(reversed(children(n)))
 
 
 def find_all(node: Any, pred: Callable[[Node], bool]) -> list[Node]:

@@ -43,16 +43,25 @@ def sym_bound(e: Expr, ranged: dict[Expr, Range]) -> tuple[Expr, Expr] | None:
     return None
 
 
-def _unsafe_arm(arm: Expr, ranges: dict[Expr, Range]) -> bool:
+def _unsafe_arm(arm: Expr, ranges: dict[Expr, Range], known: dict) -> bool:
     """Whether evaluating `arm` unconditionally could fault: a load whose index may leave its
-    buffer over the loop ranges, or an integer division by a non-constant."""
-    for x in walk(arm):
-        if isinstance(x, Load) and not _in_bounds(x, ranges):
-            return True
-        divides = isinstance(x, BinOp) and x.op in ("/", "//", "%") and not isinstance(x.b, Const)
-        if divides and not x.dtype.startswith("float"):
-            return True
-    return False
+    buffer over the loop ranges, or an integer division by a non-constant. `known`: answers
+    for arms and loads seen before under the same ranges (nested selects share their arms'
+    loads, and each arm is walked again for every select around it)."""
+    hit = known.get(("arm", arm))
+    if hit is None:
+        hit = known[("arm", arm)] = any(_unsafe_node(x, ranges, known) for x in walk(arm))
+    return hit
+
+
+def _unsafe_node(x: Expr, ranges: dict[Expr, Range], known: dict) -> bool:
+    if isinstance(x, Load):
+        unsafe = known.get(("load", x))
+        if unsafe is None:
+            unsafe = known[("load", x)] = not _in_bounds(x, ranges)
+        return unsafe
+    divides = isinstance(x, BinOp) and x.op in ("/", "//", "%") and not isinstance(x.b, Const)
+    return divides and not x.dtype.startswith("float")
 
 
 def _in_bounds(load: Load, ranges: dict[Expr, Range]) -> bool:
@@ -68,15 +77,16 @@ def _in_bounds(load: Load, ranges: dict[Expr, Range]) -> bool:
     return fits(load.index) or fits(simplify(load.index, ranges))
 
 
-def hoist_selects(s: Store, ranges: dict[Expr, Range]) -> Stmt:
+def hoist_selects(s: Store, ranges: dict[Expr, Range], known: dict | None = None) -> Stmt:
     """store(..., f(select(c, a, b))) -> if c: store(f(a)) else: store(f(b)) when evaluating
     a or b could fault (a Select evaluates both arms; an out-of-range arm must not be read).
     In-bounds arms stay a Select, which vectorizes."""
+    known = {} if known is None else known
     for n in walk(s.value):
-        if isinstance(n, Select) and any(_unsafe_arm(arm, ranges) for arm in (n.a, n.b)):
+        if isinstance(n, Select) and any(_unsafe_arm(arm, ranges, known) for arm in (n.a, n.b)):
             then = Store(s.buffer, s.index, substitute(s.value, {n: n.a}))
             other = Store(s.buffer, s.index, substitute(s.value, {n: n.b}))
-            return If(n.cond, hoist_selects(then, ranges), hoist_selects(other, ranges))
+            return If(n.cond, hoist_selects(then, ranges, known), hoist_selects(other, ranges, known))
     return s
 
 
