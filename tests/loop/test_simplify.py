@@ -154,3 +154,18 @@ def test_false_if_keeps_else_and_unknown_if_stays():
 def test_guard_of_nondividing_split_is_kept():
     s = _loop(i, 3, _loop(j, 4, If(i * 4 + j < 10, Store(C, i * 4 + j, x))))
     assert "if i*4 + j < 10:" in to_text(simplify(s))
+
+
+def test_what_was_simplified_is_forgotten_when_the_ranges_change():
+    # one expression, i // 8, under two loops of i: 0 under range(0, 4), kept under range(0, 16);
+    # the simplifier remembers results only while the loop ranges stay the same
+    s = Seq((_loop(i, 4, Store(C, i // 8, x)), _loop(i, 16, Store(C, i // 8, x)), Store(C, i // 8, x)))
+    assert to_text(simplify(s)) == (
+        "for i in range(0, 4):\n  C[0] = x\nfor i in range(0, 16):\n  C[i//8] = x\nC[i//8] = x"
+    )
+
+
+def test_a_repeated_expression_simplifies_alike_each_time():
+    e = (i * 4 + j) // 4
+    s = Seq((Store(C, e, x), Store(C, e + 1, x), Store(C, e, x)))
+    assert to_text(simplify(s, RANGES)) == "C[i + j//4] = x\nC[i + j//4 + 1] = x\nC[i + j//4] = x"

@@ -1,4 +1,4 @@
-from tensorir.loop.ir import Buffer, Const, For, ForKind, Load, Store, Var
+from tensorir.loop.ir import BinOp, Buffer, Call, Const, For, ForKind, Load, Seq, Store, Var
 from tensorir.loop.visitor import Mutator, Visitor, children, free_vars, map_exprs, substitute, walk
 
 i, j = Var("i"), Var("j")
@@ -35,3 +35,27 @@ def test_visitor_dispatch_and_map_exprs():
     assert seen == [j]
     doubled = map_exprs(LOOP, lambda e: Const(e.value * 2) if isinstance(e, Const) and e.value == 4 else None)
     assert doubled.extent == Const(8) and doubled.body.index == i * 8 + j
+
+
+def test_a_node_keeps_its_hash_but_pickles_without_it():
+    import pickle
+
+    e = BinOp("+", Var("i"), BinOp("*", Var("j"), Const(4)))
+    assert hash(e) == hash(BinOp("+", Var("i"), BinOp("*", Var("j"), Const(4))))
+    assert (e.lanes, e.dtype) == (1, "int64")
+    assert {"_hash", "lanes", "dtype"} <= set(vars(e))  # kept beside the fields
+    assert set(e.__getstate__()) == {"op", "a", "b"}  # a string's hash differs per process
+    back = pickle.loads(pickle.dumps(e))
+    assert back == e and "_hash" not in vars(back) and hash(back) == hash(e)
+
+
+def test_walks_skip_leaf_fields_only():
+    x = Var("x", "float32")
+    assert children(Var("i")) == [] and children(Const(1)) == []
+    assert children(For(Var("i"), Const(0), Const(4), ForKind.SERIAL, Seq(()))) == [
+        Const(0),
+        Const(4),
+        Seq(()),
+    ]
+    call = Call("exp", (x, Const(1.0, "float32")), "float32")
+    assert children(call) == [x, Const(1.0, "float32")]
