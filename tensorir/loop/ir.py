@@ -454,3 +454,4 @@ def _expr_classes(cls: type) -> list[type]:
 
 for _cls in _expr_classes(Expr):
     _memo_hash(_cls)
+del _cls
