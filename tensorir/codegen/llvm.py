@@ -338,9 +338,8 @@ def module_from_text(
 def emit_object(funcs: ir.LoopFunc | Sequence[ir.LoopFunc], target: Target | str) -> bytes:
     """A relocatable ELF object holding the kernels (and the parallel runtime if needed)."""
     target = get_target(target)
-    with LLVM_LOCK:
-        mod, _ = build_module(funcs, target)
-        return target_machine(target).emit_object(mod)
+    text, names = build_ir(funcs, target)
+    return object_from_text(text, target, names[0] if names else "tir")
 
 
 def object_from_text(text: str, target: Target, label: str) -> bytes:
