@@ -266,11 +266,14 @@ def unroll(node: Any, max_unroll: int = MAX_UNROLL) -> Any:
 
 
 def loop_passes(func: LoopFunc) -> LoopFunc:
-    """The loop passes a lowered kernel goes through, in order: simplify, vectorize, unroll
-    (then simplify what unrolling exposed)."""
+    """The loop passes a lowered kernel goes through, in order: simplify, vectorize, unroll,
+    partition the loops whose tails are guarded inside (partition.py), then simplify what
+    unrolling and partitioning exposed."""
+    from tensorir.loop.partition import partition_tails
+
     func = simplify(func)
     func = vectorize(func)
-    return simplify(unroll(func))  # type: ignore[no-any-return]
+    return simplify(partition_tails(unroll(func)))  # type: ignore[no-any-return]
 
 
 def optimize_loops(func: LoopFunc) -> LoopFunc:
