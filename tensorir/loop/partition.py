@@ -94,11 +94,10 @@ def partition_loop(loop: For) -> Stmt:
     if start is None or extent is None:
         return loop
     bounds, inner = _guards(loop.body, loop.var)
-    if not inner:
+    inside = [b for b in bounds if start < b < start + extent]  # the others hold or fail throughout
+    if not inner or not inside:
         return loop
-    split = min(bounds)
-    if not start < split < start + extent:
-        return loop
+    split = min(inside)
 
     def part(lo: int, hi: int) -> For:
         dtype = loop.extent.dtype

@@ -71,6 +71,14 @@ def test_partitioned_nest_computes_what_the_guarded_one_does():
     assert (out[1][16:] == -1.0).all()  # the rows past the end are never written
 
 
+def test_a_guard_false_throughout_does_not_hide_the_tail():
+    never = If(Cmp("<", t * 3 + Const(20), Const(16)), Store(C, t * 3, Const(0.0, F)))
+    nest = block_nest()
+    inner = For(r, Const(0), Const(8), S, never)
+    text = to_text(simplify(partition_tails(For(t, Const(0), Const(6), S, Seq((nest.body, inner))))))
+    assert text.startswith("for t in range(0, 5):") and "C[15] = 0.0" in text, text
+
+
 def test_loops_left_alone():
     # a guard at the top of the body only: one branch per iteration, no second copy
     top = For(t, Const(0), Const(6), S, If(Cmp("<", t * 3 + Const(1), Const(16)), Store(C, t, Const(0.0, F))))
