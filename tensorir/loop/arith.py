@@ -5,6 +5,7 @@
 * `to_linear` / `from_linear`: an integer expression as `sum(coeff * atom) + const`,
   the canonical form the simplifier rebuilds index expressions in (`i*16 + j`).
 * `fold_binop` / `fold_cast`: constant folding with the IR's semantics.
+* `conjuncts`: the operands of a condition's top-level `and`s.
 """
 
 from __future__ import annotations
@@ -144,6 +145,13 @@ def from_linear(terms: Mapping[Expr, int], const: int, dtype: str) -> Expr:
     elif const < 0:
         acc = BinOp("-", acc, Const(-const, dtype))
     return acc
+
+
+def conjuncts(cond: Expr) -> list[Expr]:
+    """The operands of `cond`'s top-level `and`s (`[cond]` when it is not one)."""
+    if isinstance(cond, BinOp) and cond.op == "and":
+        return conjuncts(cond.a) + conjuncts(cond.b)
+    return [cond]
 
 
 def linear_diff(a: Expr, b: Expr) -> Linear:

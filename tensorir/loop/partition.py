@@ -27,16 +27,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tensorir.loop.arith import const_value, is_int, to_linear
-from tensorir.loop.ir import BinOp, Cmp, Const, Expr, For, ForKind, If, Seq, Stmt, Var
+from tensorir.loop.arith import conjuncts, const_value, is_int, linear_diff
+from tensorir.loop.ir import Cmp, Const, Expr, For, ForKind, If, Seq, Stmt, Var
 from tensorir.loop.visitor import Mutator, children
-
-
-def _comparisons(cond: Expr) -> list[Expr]:
-    """The operands of `cond`'s top-level `and`s."""
-    if isinstance(cond, BinOp) and cond.op == "and":
-        return _comparisons(cond.a) + _comparisons(cond.b)
-    return [cond]
 
 
 def first_false(cond: Expr, var: Var) -> int | None:
@@ -47,15 +40,10 @@ def first_false(cond: Expr, var: Var) -> int | None:
         return None
     if cond.op not in ("<", "<=", ">", ">="):
         return None
-    ta, ca = to_linear(cond.a)
-    tb, cb = to_linear(cond.b)
-    terms = dict(ta)
-    for atom, k in tb.items():
-        terms[atom] = terms.get(atom, 0) - k
-    terms = {a: k for a, k in terms.items() if k != 0}
+    terms, c = linear_diff(cond.a, cond.b)
     if set(terms) != {var}:
         return None
-    k, c = terms[var], ca - cb
+    k = terms[var]
     if cond.op in (">", ">="):  # k*v + c > 0  <=>  -k*v - c < 0
         k, c = -k, -c
     if k <= 0:  # holds above a bound (a head, not a tail), or not at all
@@ -73,7 +61,7 @@ def _guards(body: Stmt, var: Var) -> tuple[list[int], bool]:
     def visit(node: Any, depth: int) -> None:
         nonlocal inner
         if isinstance(node, If):
-            found = [b for c in _comparisons(node.cond) if (b := first_false(c, var)) is not None]
+            found = [b for c in conjuncts(node.cond) if (b := first_false(c, var)) is not None]
             bounds.extend(found)
             inner = inner or (bool(found) and depth > 0)
         if isinstance(node, For):

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from tensorir.loop.arith import const_value, is_int, to_linear
+from tensorir.loop.arith import conjuncts, const_value, is_int, to_linear
 from tensorir.loop.ir import (
     BinOp,
     Broadcast,
@@ -49,6 +49,7 @@ from tensorir.loop.ir import (
     Store,
     Var,
 )
+from tensorir.loop.partition import partition_tails
 from tensorir.loop.simplify import simplify
 from tensorir.loop.visitor import Mutator, substitute, uses_var, walk
 
@@ -179,16 +180,15 @@ def vectorize_loop(loop: For) -> Stmt:
 
 def _affine_comparisons(cond: Expr, var: Var) -> list[Cmp] | None:
     """The comparisons whose `and` `cond` is, when each compares integers affine in `var`."""
-    if isinstance(cond, BinOp) and cond.op == "and":
-        a, b = _affine_comparisons(cond.a, var), _affine_comparisons(cond.b, var)
-        return None if a is None or b is None else a + b
-    if not isinstance(cond, Cmp) or cond.op == "!=" or not is_int(cond.a.dtype):
-        return None
-    for side in (cond.a, cond.b):
-        terms, _ = to_linear(side)
-        if any(atom != var and uses_var(atom, var) for atom in terms):
+    comparisons = conjuncts(cond)
+    for c in comparisons:
+        if not isinstance(c, Cmp) or c.op == "!=" or not is_int(c.a.dtype):
             return None
-    return [cond]
+        for side in (c.a, c.b):
+            terms, _ = to_linear(side)
+            if any(atom != var and uses_var(atom, var) for atom in terms):
+                return None
+    return comparisons  # type: ignore[return-value]
 
 
 def _edge_split(loop: For, n: int, serial: For) -> Stmt:
@@ -269,8 +269,6 @@ def loop_passes(func: LoopFunc) -> LoopFunc:
     """The loop passes a lowered kernel goes through, in order: simplify, vectorize, unroll,
     partition the loops whose tails are guarded inside (partition.py), then simplify what
     unrolling and partitioning exposed."""
-    from tensorir.loop.partition import partition_tails
-
     func = simplify(func)
     func = vectorize(func)
     return simplify(partition_tails(unroll(func)))  # type: ignore[no-any-return]
