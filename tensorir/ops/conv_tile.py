@@ -13,6 +13,13 @@ OC_BLOCKS = 2  # output channel blocks per register tile (dense convs share the 
 # MobileNetV1 whole 21.1-22.4 -> 17.8-18.1 ms. A tile is at least 2 pixels wide (5 blocks:
 # 10 sums, default_oc_blocks).
 SMALL_FILE_ACCUMULATORS = 8
+# ... except 3 blocks x 4 pixels: 12 sums, 3 weight vectors and one broadcast fill the file,
+# and each step loads 7 vectors for 12 FMAs. Of the AVX2 workloads whose blocks divide by 3
+# the tuner chose it for 10 of 12 at one thread, 3 of 7 at two (2 x 5 for 3 others;
+# tuning_logs/x86_64-znver3-avx2-t1, -t2), and as the default (untuned,
+# benchmarks.knob_ab, 40 interleaved runs, Zen 3) MobileNetV2-224 ran 0.951x / 0.972x at
+# 1 / 2 threads, SqueezeNet 1.1 0.984x / 0.983x, MobileNetV3-small 0.923x (1 thread).
+THREE_BLOCK_ACCUMULATORS = 12
 
 
 def tile_pixels(name: str, width: int, u: int, target: Any, live_per_pixel: int = 0) -> int:
@@ -25,8 +32,9 @@ def tile_pixels(name: str, width: int, u: int, target: Any, live_per_pixel: int 
 
     u = max(1, u)
     regs = target.num_vector_registers
-    if regs <= 16:  # AVX2: at most SMALL_FILE_ACCUMULATORS sums, the last tile guarded
-        default = min(width, max(2, SMALL_FILE_ACCUMULATORS // u))
+    if regs <= 16:  # AVX2: at most SMALL_FILE_ACCUMULATORS sums (3 blocks: 4 pixels), the last tile guarded
+        sums = THREE_BLOCK_ACCUMULATORS if u == 3 else SMALL_FILE_ACCUMULATORS
+        default = min(width, max(2, sums // u))
     else:
         default = pick_rows(width, max(1, min(MAX_PIXELS, (regs - u - 2) // (u + live_per_pixel))))
     return knob(name, tile_choices(width, 2 * MAX_PIXELS), default)
@@ -44,7 +52,10 @@ def default_oc_blocks(choices: list[int], block: int, lanes: int, registers: int
     classes are 125 blocks of 8: one 8-lane accumulator per pixel was load-bound, 5 share
     each broadcast). On a 16-register file any divisor in `choices` is taken there (the same
     125 blocks of 8 on AVX2: 5 blocks x 2 pixels 3.29-3.41 ms against 4.07 for 1 x 8, Zen 3,
-    one thread; onnxruntime 3.06-3.29)."""
+    one thread; onnxruntime 3.06-3.29). On a 16-register file, 3 full-vector blocks where
+    they divide (THREE_BLOCK_ACCUMULATORS)."""
+    if registers <= 16 and block == lanes and 3 in choices:
+        return 3
     want = max(OC_BLOCKS, OC_BLOCKS * lanes // max(1, block))
     best = max(d for d in choices if d <= want)
     if best == 1:
