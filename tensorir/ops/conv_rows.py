@@ -25,7 +25,7 @@ from typing import Any
 
 from tensorir.config import merge_rows_enabled
 from tensorir.graph.types import TensorType
-from tensorir.ops.conv_tile import SMALL_FILE_ACCUMULATORS, default_oc_blocks, oc_block_choices
+from tensorir.ops.conv_tile import default_oc_blocks, oc_block_choices, small_file_pixels
 from tensorir.ops.fused import FusedBody
 from tensorir.ops.layout import conv_nchwc_attrs
 from tensorir.ops.registry import is_elementwise
@@ -79,7 +79,7 @@ def _tile_pixels(w_shape: Sequence[int], lanes: int, registers: int) -> tuple[in
     """(pixels per register tile, output channel groups) the schedule's defaults give."""
     m_blocks, ob = w_shape[0], w_shape[5]
     mb = default_oc_blocks(oc_block_choices(m_blocks), ob, lanes, registers)
-    return max(2, SMALL_FILE_ACCUMULATORS // max(1, mb * ob // lanes)), max(1, m_blocks // mb)
+    return small_file_pixels(mb * ob // lanes), max(1, m_blocks // mb)
 
 
 def merge_rows(

@@ -32,12 +32,18 @@ def tile_pixels(name: str, width: int, u: int, target: Any, live_per_pixel: int 
 
     u = max(1, u)
     regs = target.num_vector_registers
-    if regs <= 16:  # AVX2: at most SMALL_FILE_ACCUMULATORS sums (3 blocks: 4 pixels), the last tile guarded
-        sums = THREE_BLOCK_ACCUMULATORS if u == 3 else SMALL_FILE_ACCUMULATORS
-        default = min(width, max(2, sums // u))
+    if regs <= 16:  # AVX2: small_file_pixels, the last tile guarded
+        default = min(width, small_file_pixels(u))
     else:
         default = pick_rows(width, max(1, min(MAX_PIXELS, (regs - u - 2) // (u + live_per_pixel))))
     return knob(name, tile_choices(width, 2 * MAX_PIXELS), default)
+
+
+def small_file_pixels(u: int) -> int:
+    """Pixels per register tile of `u` accumulator vectors per pixel on a 16-register file:
+    SMALL_FILE_ACCUMULATORS sums (THREE_BLOCK_ACCUMULATORS for 3), at least 2 pixels."""
+    sums = THREE_BLOCK_ACCUMULATORS if u == 3 else SMALL_FILE_ACCUMULATORS
+    return max(2, sums // max(1, u))
 
 
 def oc_block_choices(blocks: int) -> list[int]:
