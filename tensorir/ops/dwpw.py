@@ -23,13 +23,15 @@ With the 1x1 expand merged in front (passes/fuse_dwpw.py:fuse_expand), the stage
 dw_pad is the expand's sums `ex_acc`, computed per channel block of `mid` over the chunk's
 rows plus the depthwise's halo (recomputed by the neighbouring chunk; chunks sized by
 BLOCK_MID_BYTES), its bias and activation inlined into dw_pad: the expanded tensor exists only
-one channel block at a time, on the stack. When the 1x1's output block is narrower than the
+`ex_blocks` channel blocks at a time, on the stack. When the 1x1's output block is narrower than the
 vector, its weight arrives widened (conv_algorithms._dwpw, as conv_wide.py does) and pw_acc
 holds all its output vectors in one register tile.
 
 Knobs: `row_chunk` (rows per parallel iteration; "auto": the mid buffer near MID_BYTES and
 at least MIN_PARALLEL_CHUNKS iterations where the rows allow), `oc_blocks`, `ow_tile`,
-`unroll_reduce` for the 1x1, `dw_ow_tile` for the depthwise and `ex_ow_tile` for the expand.
+`unroll_reduce` for the 1x1, `dw_ow_tile` for the depthwise, `ex_ow_tile` and `ex_blocks`
+(channel blocks of `mid` per expand register tile, the depthwise then runs block by block
+over them) for the expand.
 """
 
 from __future__ import annotations
@@ -57,6 +59,12 @@ MID_BYTES = 128 << 10  # the depthwise rows of one chunk (every channel), kept i
 # 3x3 depthwise): taller chunks make that cheaper
 BLOCK_MID_BYTES = 512 << 10
 
+
+# channel blocks of the merged expand per register tile, first that divides: each broadcast
+# input feeds that many FMAs (one block: a broadcast per FMA). MobileNetV2-224's merged block
+# at 112x112 (16 -> 96 -> 24 channels), in model, 1 thread, three rounds: 1.23-1.32 ms with
+# one block, 0.85-1.05 with two, 1.03-1.12 with three (Zen 3, benchmarks.layers).
+EXPAND_BLOCKS = (2, 3)
 
 CONVS = ("conv2d_nchwc", "conv2d_nchwc_wide")  # the 1x1 may accumulate in full vectors (conv_wide.py)
 
@@ -109,24 +117,39 @@ def schedule_dwpw_nchwc(s: Any, outputs: Sequence[Any], target: Any) -> None:
     maybe_parallel(y, outer, work_of(pw_acc) + work_of(dw_acc))
     pw_acc.compute_at(y, wo)  # mid's reader is attached first (placement.py)
     mid.compute_at(y, outer)
-    _schedule_mid(mid, dw_acc, pads, target)
-    if ex_acc:  # the expand's rows for one channel block, read by its padded depthwise input
-        ex_acc[0].compute_at(mid, mid.op.axis[1])
-        _schedule_expand(ex_acc[0], target)
+    blocks = expand_blocks(mid) if ex_acc else 1
+    groups = _schedule_mid(mid, dw_acc, pads, target, blocks)
+    if ex_acc:  # the expand's rows for `blocks` channel blocks, read by their padded depthwise inputs
+        ex_acc[0].compute_at(mid, groups)
+        _schedule_expand(ex_acc[0], target, blocks)
     _schedule_pointwise_tile(pw_acc, acc_v, target)
 
 
-def _schedule_mid(mid: Any, dw_acc: Any, pads: list[Any], target: Any) -> None:
-    """mid per channel block: the block's padded input rows first, then per register tile
-    (dw_ow_tile pixels of a row, one block) the depthwise sums, their bias and activation
-    read from registers."""
+def expand_blocks(mid: Any) -> int:
+    """Knob `ex_blocks`: channel blocks of the merged expand per register tile (EXPAND_BLOCKS
+    where they divide the channel blocks)."""
+    c = mid.op.axis[1].extent
+    choices = [d for d in (1, 2, 3, 4) if c % d == 0]
+    return knob("ex_blocks", choices, next((d for d in EXPAND_BLOCKS if c % d == 0), 1))
+
+
+def _schedule_mid(mid: Any, dw_acc: Any, pads: list[Any], target: Any, blocks: int = 1) -> Any:
+    """mid per channel block (in groups of `blocks`, the merged expand's unit): the block's
+    padded input rows first, then per register tile (dw_ow_tile pixels of a row, one block)
+    the depthwise sums, their bias and activation read from registers. Returns the loop
+    over the groups."""
     lanes = target.vector_lanes(mid.tensor.dtype)
     _, c, h, w, j = mid.op.axis
     v = pick_vector(j.extent, lanes)
     tile = tile_pixels("dw_ow_tile", w.extent, j.extent // v, target)
     wo, wi = mid.split(w, factor=tile)
     jo, jv = mid.split(j, factor=v)
-    mid.reorder(c, h, wo, wi, jo, jv)
+    group = c
+    if blocks > 1:
+        group, c = mid.split(c, factor=blocks)
+        mid.reorder(group, c, h, wo, wi, jo, jv)
+    else:
+        mid.reorder(c, h, wo, wi, jo, jv)
     mid.unroll(wi)
     mid.vectorize(jv)
     dw_acc.compute_at(mid, wo)
@@ -141,19 +164,20 @@ def _schedule_mid(mid: Any, dw_acc: Any, pads: list[Any], target: Any) -> None:
     dw_acc.unroll(aw)
     dw_acc.unroll(ju)
     dw_acc.vectorize(jw)
+    return group
 
 
-def _schedule_expand(acc: Any, target: Any) -> None:
-    """The expand's sums for one channel block: ex_ow_tile pixels x one block in registers
-    while its input channels run."""
+def _schedule_expand(acc: Any, target: Any, blocks: int = 1) -> None:
+    """The expand's sums for `blocks` channel blocks: ex_ow_tile pixels x the blocks in
+    registers while its input channels run."""
     ab, am, ah, aw, aj = acc.op.axis
     v = pick_vector(aj.extent, target.vector_lanes(acc.tensor.dtype))
     ju, jw = acc.split(aj, factor=v)
-    pixels = tile_pixels("ex_ow_tile", aw.extent, aj.extent // v, target)
+    pixels = tile_pixels("ex_ow_tile", aw.extent, blocks * (aj.extent // v), target)
     wo, wi = acc.split(aw, factor=pixels)
     red = list(acc.op.reduce_axis)
-    acc.reorder(ab, am, ah, wo, *red, wi, ju, jw)
-    register_tile_inner(acc, (wi, ju), jw, red, True, False, target)
+    acc.reorder(ab, ah, wo, *red, wi, am, ju, jw)
+    register_tile_inner(acc, (wi, am, ju), jw, red, True, False, target)
 
 
 def _schedule_pointwise_tile(acc: Any, v: int, target: Any) -> None:

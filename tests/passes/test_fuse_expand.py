@@ -95,11 +95,12 @@ def test_small_blocks_and_the_switch_keep_the_expand_apart(monkeypatch):
     assert sorted(k.count("conv2d_nchwc") for k in _merged(tir.compile(_block(*BIG[1])))) == [1, 2]
 
 
-def test_merged_kernel_computes_the_expand_per_channel_block():
-    """In the kernel: per row chunk (the parallel loop), per channel block of the hidden
-    tensor, the expand's sums over the chunk's rows plus the depthwise halo, then its padded
-    rows; the 1x1 project's sums run in 16-lane vectors (24 outputs: 2 vectors, the second half
-    zero weights)."""
+def test_merged_kernel_computes_the_expand_per_group_of_channel_blocks():
+    """In the kernel: per row chunk (the parallel loop), per group of ex_blocks channel blocks
+    of the hidden tensor (144 channels: 9 blocks of 16, in groups of 3), the expand's sums
+    over the chunk's rows plus the depthwise halo, then each block's padded rows; the 1x1
+    project's sums run in 16-lane vectors (24 outputs: 2 vectors, the second half zero
+    weights)."""
     from tensorir.loop.printer import to_text
     from tensorir.pipeline import compile_graph
 
@@ -112,7 +113,7 @@ def test_merged_kernel_computes_the_expand_per_channel_block():
     (_, ex), (_, dw), (_, pw) = accs
     mid = re.search(r"f\d_clip = allocate\(f32\[1,(\d+),(\d+),64,16\]", body)  # every block, the chunk's rows
     chunk = int(mid.group(2))
-    assert ex == f"1,1,{chunk + 2},64,16"  # one channel block, the halo rows included
+    assert ex == f"1,3,{chunk + 2},64,16"  # three channel blocks, the halo rows included
     assert re.fullmatch(r"1,1,1,\d+,16", dw), dw  # the depthwise sums of one register tile
     assert pw.split(",")[1] == "2" and pw.endswith(",16")  # 24 channels in two 16-lane vectors
     assert "max(" in body.split("f0_conv_nchwc_acc")[1]  # the first chunk's rows start at 0
@@ -177,3 +178,26 @@ def test_a_plan_record_compiles_and_matches_onnxruntime():
     want = ort.InferenceSession(model.SerializeToString()).run(None, feeds)
     for got, ref in zip(mod.run(feeds), want, strict=True):
         np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("blocks", [1, 2, 3])
+def test_expand_blocks_per_register_tile_match_onnxruntime(blocks):
+    """Knob ex_blocks: 1, 2 or 3 channel blocks of the expand per register tile (18 blocks of
+    8 on AVX2), each a correct kernel; the expand's buffer holds that many blocks."""
+    from tensorir.schedule.space import pin
+
+    model = _block(*BIG[1])
+    feeds = {"x": RNG.standard_normal((1, 24, 64, 64)).astype(np.float32)}
+    (want,) = ort.InferenceSession(model.SerializeToString()).run(None, feeds)
+    from tensorir.loop.printer import to_text
+    from tensorir.pipeline import compile_graph
+
+    with pin("ex_blocks", blocks):
+        build = compile_graph(load_graph_any(model), "x86_64-v3")
+        mod = tir.compile(model, "x86_64-v3")
+    (text,) = [to_text(k) for k in build.kernels if "conv_nchwc_pad" in to_text(k)]
+    ex = re.search(r"f0_conv_nchwc_acc = allocate\(f32\[1,(\d+),", text)
+    assert ex and int(ex.group(1)) == blocks, text[:2000]
+    (kernel,) = _merged(mod)
+    assert kernel.count("conv2d_nchwc") == 3, kernel
+    np.testing.assert_allclose(mod.run(feeds)[0], want, rtol=1e-4, atol=1e-4)
