@@ -71,6 +71,7 @@ KNOBS: tuple[str, ...] = (
     # direct conv's), and the 1x1 expand merged in front of them
     "dw_ow_tile",
     "ex_ow_tile",
+    "ex_blocks",
     # the packed conv streaming the next group's weights ahead (ops/weight_stream.py)
     "prefetch_weights",
 )
