@@ -18,7 +18,7 @@ import json
 
 from autotune.measure import MeasureOptions, Measurer
 from autotune.task import extract_tasks, load_graph
-from benchmarks.zoo import build
+from benchmarks.fuse_ab import _model
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--target", default="host", help="e.g. opencl:nvidia (timed on the local device)")
     args = p.parse_args(argv)
-    tasks = extract_tasks(load_graph(build(args.model), args.target), args.target)
+    tasks = extract_tasks(load_graph(_model(args.model), args.target), args.target)
     task = next((t for t in tasks if args.pattern in str(t)), None)
     if task is None:
         raise SystemExit(f"{args.model}: no tuning task matches {args.pattern!r}")

@@ -228,9 +228,20 @@ def conv_nchwc_window(x: Any, w: Any, strides: Ints | None, pads: Ints | None, d
     _, _, h, wd, ib = x.shape
     _, _, kh, kw, _, _ = w.shape
     oh, ow = out_spatial((h, wd), (kh, kw), s, p, d)
+    rkh, rkw = reduce_axis(kh, "rkh"), reduce_axis(kw, "rkw")
+    if (kh, kw) == (1, 1) and s != (1, 1) and not any(p):
+        # a strided 1x1 conv reads every s-th pixel: gathered into a dense copy first, the
+        # conv reads whole cache lines and the copy is 1/s^2 of the input
+        from tensorir.schedule.te import compute
+
+        xp = compute(
+            (*x.shape[:2], oh, ow, ib),
+            lambda i, c, y, z, e: x[i, c, y * s[0], z * s[1], e],
+            name="conv_nchwc_pad",
+        )
+        return xp, (oh, ow), (rkh, rkw), lambda y, z: (y + rkh, z + rkw), acc_type(x.dtype)
     need = ((oh - 1) * s[0] + (kh - 1) * d[0] + 1, (ow - 1) * s[1] + (kw - 1) * d[1] + 1, ib)
     xp = pad_spatial(x, (p[0], p[1], 0), need, const(0, x.dtype), "conv_nchwc_pad")
-    rkh, rkw = reduce_axis(kh, "rkh"), reduce_axis(kw, "rkw")
 
     def pos(y: Any, z: Any) -> tuple[Any, Any]:
         return y * s[0] + rkh * d[0], z * s[1] + rkw * d[1]

@@ -132,10 +132,11 @@ def chunk_rows(rows: int, mr: int, row_bytes: int, outer_iters: int) -> int:
 # ---- compute pieces -------------------------------------------------------------------
 def pad_spatial(x: Tensor, begins: Sequence[int], extents: Sequence[int], fill: Const, name: str) -> Tensor:
     """x (N, C, *spatial) padded at the front by `begins` to spatial `extents` with `fill`
-    (x itself when nothing is added)."""
+    (x itself when nothing is added: a window that reads less than x, such as a strided 1x1
+    conv's, reads x in place rather than a cropped copy)."""
     nsp = len(begins)
     sp = x.shape[2:]
-    if not any(begins) and tuple(extents) == tuple(sp):
+    if not any(begins) and all(e <= n for e, n in zip(extents, sp, strict=True)):
         return x
 
     def body(*i: Expr) -> Expr:

@@ -106,6 +106,37 @@ def test_padded_strided_3x3(tile):
     _check(unpack_array(got), ref)
 
 
+@pytest.mark.parametrize(("size", "stride"), [(13, 2), (14, 2), (11, 3)])
+def test_strided_1x1_gathers_its_pixels_first(size, stride):
+    """A 1x1 conv with stride s and no padding reads every s-th pixel: they are gathered
+    into a dense (OH, OW) copy (a cropped copy of the whole input, as before, moved s^2
+    times the data), and the conv reads that copy at stride 1."""
+    x, w, b = _case(2 * L, 2 * L, size, 1, seed=7)
+    attrs = {"group": 1, "strides": (stride, stride)}
+    ins = [pack_array(x, L), pack_weight(w, L, L, False), b.reshape(-1, L)]
+    out = (size - 1) // stride + 1
+    func, spec = _build("conv2d_nchwc", ins, attrs, {"algorithm": "direct"})
+    # the copy holds OW pixels per row (whole, or the rows of the parallel chunk)
+    copy = re.search(rf"conv_nchwc_pad(?:: | = allocate\()f32\[1,2,(\d+),{out},{L}\]", str(func))
+    assert copy and int(copy.group(1)) <= out, str(func)[:600]
+    got = run_built(func, spec, ins, (1, 2, out, out, L))
+    x, w, b = (a.astype(np.float64) for a in (x, w, b))
+    _check(unpack_array(got), conv(x, w, b, strides=(stride, stride)))
+
+
+def test_unpadded_window_reads_the_input_in_place():
+    """A 3x3/s2 conv without padding over an even size reads one row and column less than
+    the input has: no cropped copy, the conv reads the input itself."""
+    x, w, b = _case(L, L, 12, 3, seed=8)
+    attrs = {"group": 1, "strides": (2, 2)}
+    ins = [pack_array(x, L), pack_weight(w, L, L, False), b.reshape(-1, L)]
+    func, spec = _build("conv2d_nchwc", ins, attrs, {"algorithm": "direct"})
+    assert "conv_nchwc_pad" not in str(func)
+    got = run_built(func, spec, ins, (1, 1, 5, 5, L))
+    x, w, b = (a.astype(np.float64) for a in (x, w, b))
+    _check(unpack_array(got), conv(x, w, b, strides=(2, 2)))
+
+
 @pytest.mark.parametrize(
     ("target", "width", "tile"),
     [
