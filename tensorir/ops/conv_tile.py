@@ -32,11 +32,35 @@ def tile_pixels(name: str, width: int, u: int, target: Any, live_per_pixel: int 
 
     u = max(1, u)
     regs = target.num_vector_registers
-    if regs <= 16:  # AVX2: small_file_pixels, the last tile guarded
-        default = min(width, small_file_pixels(u))
+    if regs <= 16:  # AVX2: small_file_pixels (or one more), the last tile guarded
+        default = small_file_tile(width, u, regs)
     else:
         default = pick_rows(width, max(1, min(MAX_PIXELS, (regs - u - 2) // (u + live_per_pixel))))
     return knob(name, tile_choices(width, 2 * MAX_PIXELS), default)
+
+
+def small_file_tile(width: int, u: int, registers: int = 16) -> int:
+    """The default pixels per tile on a 16-register file: small_file_pixels, or one pixel
+    more where that fits the registers (the sums, `u` weight vectors and a broadcast), stays
+    within SMALL_FILE_ACCUMULATORS + u sums, and covers the row in less time by
+    `_row_steps`. A 14-wide row of 2-block tiles: 4 + 4 + 4 + 2 pixels, the last tile's 4
+    sums wait on the FMA latency, 32 steps; 5 + 5 + 4, 28 (ResNet-50's 3x3/s2 at 28 -> 14:
+    the tuner's best record is 5 pixels). 28- and 56-wide rows keep 4."""
+    base = min(width, small_file_pixels(u))
+    wider = base + 1
+    fits = wider * u <= SMALL_FILE_ACCUMULATORS + u and wider * u + u + 1 <= registers
+    if wider <= width and fits and _row_steps(width, wider, u) < _row_steps(width, base, u):
+        return wider
+    return base
+
+
+def _row_steps(width: int, pixels: int, u: int) -> int:
+    """Reduction steps' worth of FMA issue slots a row of `width` pixels takes in tiles of
+    `pixels`: a tile of fewer than SMALL_FILE_ACCUMULATORS sums waits on the FMA latency
+    (4 cycles x 2 pipes on Zen 3), so it costs as much as one of that many."""
+    full, tail = divmod(width, pixels)
+    steps = full * max(pixels * u, SMALL_FILE_ACCUMULATORS)
+    return steps + (max(tail * u, SMALL_FILE_ACCUMULATORS) if tail else 0)
 
 
 def small_file_pixels(u: int) -> int:

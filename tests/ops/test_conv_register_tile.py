@@ -16,6 +16,7 @@ import pytest
 
 from tensorir.graph.types import TensorType
 from tensorir.ops.conv import conv
+from tensorir.ops.conv_tile import _row_steps, small_file_tile
 from tensorir.ops.fused import FusedBody, Step
 from tensorir.ops.kernel import build_kernel, kernel_space
 from tensorir.ops.layout import pack_array, pack_weight, unpack_array
@@ -140,14 +141,17 @@ def test_unpadded_window_reads_the_input_in_place():
 @pytest.mark.parametrize(
     ("target", "width", "tile"),
     [
-        ("x86_64-v3", 14, 4),  # 16 ymm: 8 sums of 2 blocks = 4 pixels, a guarded tail of 2
+        ("x86_64-v3", 28, 4),  # 16 ymm: 8 sums of 2 blocks = 4 pixels, 7 whole tiles
+        ("x86_64-v3", 7, 4),  # 4 + 3: the guarded last tile keeps 6 sums, 5 + 2 would keep 4
+        ("x86_64-v3", 14, 5),  # 5 + 5 + 4 (10, 10, 8 sums) rather than 4 + 4 + 4 + 2 (4 sums)
         ("x86_64-v3", 3, 3),  # narrower than the tile: the whole row
         ("linux-arm64", 14, 7),  # 32 q: as many as fit beside the weights, a divisor of 14
     ],
 )
 def test_default_tile_by_register_file(target, width, tile):
-    """A 16-register file keeps 8 sums per tile (conv_tile.SMALL_FILE_ACCUMULATORS), taken
-    as is with a guarded last tile; a 32-register file keeps the divisor rule."""
+    """A 16-register file keeps 8 sums per tile (conv_tile.SMALL_FILE_ACCUMULATORS) with a
+    guarded last tile, or one pixel more where the row's tiles then take fewer FMA steps
+    (conv_tile.small_file_tile); a 32-register file keeps the divisor rule."""
     tgt = get_target(target)
     lanes = tgt.vector_lanes("float32")
     x, w, b = _case(2 * lanes, 2 * lanes, width, 1, seed=6)
@@ -157,6 +161,18 @@ def test_default_tile_by_register_file(target, width, tile):
     default = space.default()
     assert default["algorithm"] == "direct"
     assert (default["oc_blocks"], default["ow_tile"]) == (2, tile)
+
+
+@pytest.mark.parametrize(
+    ("width", "u", "steps4", "steps5"),
+    [(14, 2, 32, 28), (28, 2, 56, 58), (55, 2, 112, 110), (7, 2, 16, 18), (13, 2, 32, 28)],
+)
+def test_row_steps_count_short_tiles_at_the_fma_latency(width, u, steps4, steps5):
+    """A tile of fewer than 8 sums costs 8 steps (the FMA latency); the default takes the
+    cheaper of 4 and 5 pixels for 2 blocks, 4 on a tie."""
+    assert (_row_steps(width, 4, u), _row_steps(width, 5, u)) == (steps4, steps5)
+    assert small_file_tile(width, u) == (5 if steps5 < steps4 else 4)
+    assert small_file_tile(width, 3) == min(width, 4)  # 5 x 3 sums would not fit 16 registers
 
 
 @pytest.mark.parametrize(("target", "blocks", "tile"), [("x86_64-v3", 5, 2), ("linux-arm64", 1, 12)])
