@@ -30,7 +30,7 @@ from tensorir.errors import TirError
 from tensorir.graph.graph import Graph, Value
 from tensorir.graph.types import TensorType
 from tensorir.loop.ir import LoopFunc
-from tensorir.loop.passes import optimize_loops
+from tensorir.kernel_cache import optimized
 from tensorir.ops.conv_algorithms import KernelTransform, Specialized
 from tensorir.ops.kernel import build_kernel
 from tensorir.ops.registry import NoScheduleError, is_tunable
@@ -236,9 +236,9 @@ def _lower_node(g: Graph, nid: int, name: str, target: Target, records: Any, lab
 
 def optimize_kernels(kernels: dict[int, Any]) -> dict[int, Any]:
     """The loop passes (simplify, vectorize, unroll; loop/passes.py) over every kernel (a loop
-    body's ran when it was compiled)."""
+    body's ran when it was compiled), through the cache of optimized kernels (kernel_cache.py)."""
     return {
-        nid: k if isinstance(k, LoopKernel) else _Kernel(optimize_loops(k.func), k.spec, k.config, k.device)
+        nid: k if isinstance(k, LoopKernel) else _Kernel(optimized(k.func), k.spec, k.config, k.device)
         for nid, k in kernels.items()
     }
 
