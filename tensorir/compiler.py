@@ -29,8 +29,8 @@ from tensorir.compiler_prepare import Prepared
 from tensorir.errors import TirError
 from tensorir.graph.graph import Graph, Value
 from tensorir.graph.types import TensorType
-from tensorir.loop.ir import LoopFunc
 from tensorir.kernel_cache import optimized
+from tensorir.loop.ir import LoopFunc
 from tensorir.ops.conv_algorithms import KernelTransform, Specialized
 from tensorir.ops.kernel import build_kernel
 from tensorir.ops.registry import NoScheduleError, is_tunable
