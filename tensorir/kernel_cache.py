@@ -21,7 +21,7 @@ from tensorir import config
 from tensorir.loop.ir import LoopFunc
 
 _MEMO: dict[str, LoopFunc] = {}
-_MEMO_MAX = 4096
+_MEMO_MAX = 512  # kernels kept in memory (the oldest go first; about 100 KB each unrolled)
 
 
 @functools.cache
@@ -50,8 +50,9 @@ def optimized(func: LoopFunc) -> LoopFunc:
     if out is None:
         out = dataclasses.replace(optimize_loops(func), name="")
         _store(key, out)
-    if len(_MEMO) < _MEMO_MAX:
-        _MEMO[key] = out
+    _MEMO[key] = out
+    if len(_MEMO) > _MEMO_MAX:
+        del _MEMO[next(iter(_MEMO))]
     return dataclasses.replace(out, name=func.name, attrs=dict(out.attrs))  # attrs: a mutable dict
 
 
