@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 
 from tensorir import config, debug
@@ -40,10 +39,7 @@ def kernels_object(build: Build) -> bytes:
     if path.exists():
         return path.read_bytes()
     data = object_from_text(text, build.target, names[0] if names else "tir")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    tmp.replace(path)  # atomic: concurrent compiles never see a partial object
+    config.write_cache_file(path, data)
     return data
 
 

@@ -3,7 +3,8 @@
 TIR_DEBUG      0 (default) quiet; 1 stage names and times, tracebacks on errors;
                2 also the IR after every stage.
 TIR_DUMP_DIR   when set, every stage's IR is written to files in this folder.
-TIR_CACHE_DIR  cache: compiled kernel objects, qemu drivers, stub libc (default: user cache dir).
+TIR_CACHE_DIR  cache: optimized loop kernels, compiled kernel objects, qemu drivers, stub libc
+               (default: user cache dir).
 TIR_LAYOUT     0 turns off the NCHW -> NCHW[x]c layout pass (default on).
 TIR_FUSE_DWPW  0 / 1: depthwise conv + the 1x1 conv after it as one kernel on CPUs
                (passes/fuse_dwpw.py; default on).
@@ -43,6 +44,15 @@ def cache_dir() -> Path:
         return Path(d)
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
     return Path(base) / "tensorir"
+
+
+def write_cache_file(path: Path, data: bytes) -> None:
+    """`data` into the cache file `path`, atomically: written beside it under this process's
+    name, then renamed, so a concurrent compile never reads a partial file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    tmp.replace(path)
 
 
 def layout_enabled() -> bool:

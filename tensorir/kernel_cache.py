@@ -10,10 +10,10 @@ source of the tensorir package, so that any change to the code starts a new cach
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import hashlib
-import os
 import pickle
 from pathlib import Path
 
@@ -69,11 +69,5 @@ def _load(key: str) -> LoopFunc | None:
 
 
 def _store(key: str, func: LoopFunc) -> None:
-    path = _path(key)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_bytes(pickle.dumps(func, protocol=pickle.HIGHEST_PROTOCOL))
-        tmp.replace(path)  # atomic: a concurrent compile never reads a partial file
-    except OSError:
-        pass  # a read-only or full cache folder costs time, not correctness
+    with contextlib.suppress(OSError):  # a read-only or full cache folder costs time only
+        config.write_cache_file(_path(key), pickle.dumps(func, protocol=pickle.HIGHEST_PROTOCOL))
