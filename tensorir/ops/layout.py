@@ -231,7 +231,8 @@ def conv_nchwc_window(x: Any, w: Any, strides: Ints | None, pads: Ints | None, d
     rkh, rkw = reduce_axis(kh, "rkh"), reduce_axis(kw, "rkw")
     if (kh, kw) == (1, 1) and s != (1, 1) and not any(p):
         # a strided 1x1 conv reads every s-th pixel: gathered into a dense copy first, the
-        # conv reads whole cache lines and the copy is 1/s^2 of the input
+        # conv reads whole cache lines and the copy is 1/s^2 of the input (named as the pad
+        # stage, so the schedule places it as it places a pad: knob pad_at)
         from tensorir.schedule.te import compute
 
         xp = compute(
