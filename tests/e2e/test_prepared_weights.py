@@ -127,10 +127,13 @@ def test_create_runs_the_prepare_calls_and_destroy_frees_the_block():
 
 def test_a_weight_a_direct_conv_also_reads_is_stored_once():
     """The packed weight of a Winograd conv that a direct (strided) conv reads as well stays
-    in the blob, once; only U moves to the prepared block."""
-    wp = pack_weight(np.random.default_rng(2).uniform(-1, 1, (64, 64, 3, 3)).astype(np.float32), 8, 8, False)
+    in the blob, once; only U moves to the prepared block. Blocks of 16, as wide as AVX-512's
+    vector: a narrower output block would make the strided conv `direct_wide`, which widens
+    its own copy of the weight (ops/conv_wide.py)."""
+    w = np.random.default_rng(2).uniform(-1, 1, (64, 64, 3, 3)).astype(np.float32)
+    wp = pack_weight(w, 16, 16, False)
     g = Graph("shared")
-    x = g.add_input("x", TensorType((1, 8, 14, 14, 8)))
+    x = g.add_input("x", TensorType((1, 4, 14, 14, 16)))
     w = g.add_const(wp, "w")
     (a,) = g.add_node("conv2d_nchwc", [x, w], {"pads": (1, 1, 1, 1)})
     (b,) = g.add_node("conv2d_nchwc", [x, w], {"pads": (1, 1, 1, 1), "strides": (2, 2)})
