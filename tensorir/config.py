@@ -10,6 +10,8 @@ TIR_FUSE_DWPW  0 / 1: depthwise conv + the 1x1 conv after it as one kernel on CP
                (passes/fuse_dwpw.py; default on).
 TIR_FUSE_EXPAND 0 / 1: with TIR_FUSE_DWPW, the 1x1 expand in front of it joins that kernel:
                a whole inverted-residual block per kernel (passes/fuse_dwpw.py; default on).
+TIR_HUGE_WORKSPACE 0: the workspace stays 64-byte aligned and unadvised even from 2 MiB on
+               (codegen/entry.py; default on: huge-page aligned, MADV_HUGEPAGE).
 TIR_DUMP_DIR also receives every OpenCL kernel as opencl/<kernel>.cl.
 TIR_OPENCL_PLATFORM  a case-insensitive substring of the OpenCL platform name: only those
                platforms are used (default: the first GPU of any platform, else any device).
@@ -70,6 +72,11 @@ def fuse_expand_enabled() -> bool:
 def merge_rows_enabled() -> bool:
     """TIR_MERGE_ROWS=0: 1x1 convs keep their rows (ops/conv_rows.py)."""
     return os.environ.get("TIR_MERGE_ROWS", "1").strip().lower() not in ("0", "false", "off", "")
+
+
+def huge_workspace_enabled() -> bool:
+    """TIR_HUGE_WORKSPACE=0: no huge-page alignment and advice for the workspace."""
+    return os.environ.get("TIR_HUGE_WORKSPACE", "1").strip().lower() not in ("0", "false", "off", "")
 
 
 def opencl_platform() -> str:

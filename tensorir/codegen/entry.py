@@ -10,11 +10,12 @@
 
 `tir_create` allocates the workspace and, when the plan has prepare calls, the prepared-weights
 block, and runs those calls once, in order (weights the blob's, results in the block:
-compiler_prepare.py). A prepared block of HUGE bytes or more is aligned to HUGE and advised
-MADV_HUGEPAGE: the prepare calls write all of it at once, and where transparent huge pages
-are on "madvise" (a common default) its first touch costs a fault per 2 MiB, not per 4 KiB
-(ResNet-18, 72 MB: tir_create + first run 92 instead of 134 ms, medians of 11 fresh
-processes, 1 thread, this busy 2-core Zen 3 VM).
+compiler_prepare.py). Either block, when it holds HUGE bytes or more, is aligned to HUGE and
+advised MADV_HUGEPAGE. Where transparent huge pages are on "madvise" (a common default) the
+prepared block's first touch then costs a fault per 2 MiB, not per 4 KiB (ResNet-18, 72 MB:
+tir_create + first run 92 instead of 134 ms, medians of 11 fresh processes, 1 thread, this
+busy 2-core Zen 3 VM), and the kernels walk the workspace's activations with one TLB entry per
+2 MiB instead of 512.
 
 `tir_run` calls every kernel in order (a loop's calls again and again: plan.LoopSpan, a
 `for` around them with the latch copies at its end); each kernel argument is an input, an
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from tensorir.config import huge_workspace_enabled
 from tensorir.plan import Arg, Copy, KernelCall, LoopSpan
 
 ENTRY_LIBC_SYMBOLS = ("malloc", "free", "fopen", "fread", "fclose", "memcpy", "madvise")
@@ -125,21 +127,29 @@ fail:
 """
 
 
+def _allocate(block: str, aligned: str, size: int, huge_pages: bool = True) -> list[str]:
+    """Lines that malloc `size` bytes into `block` and align them into `aligned`: 64-byte
+    aligned, or from HUGE bytes on (with `huge_pages`) huge-page aligned and advised
+    MADV_HUGEPAGE (advice only: without transparent huge pages the block stays as it is)."""
+    huge = huge_pages and size >= HUGE
+    lines = [
+        f"  {block} = call ptr @malloc(i64 {size + (HUGE if huge else ALIGN)})",
+        f"  {aligned} = call ptr @tir_align{'_huge' if huge else ''}(ptr {block})",
+    ]
+    if huge:
+        advise = f"call i32 @madvise(ptr {aligned}, i64 {size}, i32 {MADV_HUGEPAGE})"
+        lines.append(f"  {aligned}.advised = {advise}")
+    return lines
+
+
 def _prepare(prepares: Sequence[KernelCall], prepared: int) -> str:
     """tir_create's lines after %m is stored: the prepared block (64-byte aligned; from HUGE
     bytes on, huge-page aligned and advised; null when nothing is prepared) in the model,
     then every prepare call, in order."""
     if not prepared:
         return "\n".join(f"  store ptr null, ptr %p{k}" for k in (4, 5))
-    huge = prepared >= HUGE
-    lines = [
-        f"  %pblock = call ptr @malloc(i64 {prepared + (HUGE if huge else ALIGN)})",
-        f"  %pb = call ptr @tir_align{'_huge' if huge else ''}(ptr %pblock)",
-        "  store ptr %pb, ptr %p4",
-        "  store ptr %pblock, ptr %p5",
-    ]
-    if huge:  # advice only: without transparent huge pages the block stays as it is
-        lines.append(f"  %advised = call i32 @madvise(ptr %pb, i64 {prepared}, i32 {MADV_HUGEPAGE})")
+    lines = _allocate("%pblock", "%pb", prepared)
+    lines += ["  store ptr %pb, ptr %p4", "  store ptr %pblock, ptr %p5"]
     b = _RunBuilder({"weight": "%wptr", "prepared": "%pb"})
     for k, c in enumerate(prepares):
         _call(b, c, k)
@@ -171,8 +181,7 @@ define ptr @tir_create(ptr %path) {{
 {load}
 store:
   %m = call ptr @malloc(i64 48)
-  %block = call ptr @malloc(i64 {workspace + ALIGN})
-  %ws = call ptr @tir_align(ptr %block)
+{chr(10).join(_allocate("%block", "%ws", workspace, huge_workspace_enabled()))}
   %p0 = getelementptr %tir_model, ptr %m, i32 0, i32 0
   store ptr %ws, ptr %p0
   %p1 = getelementptr %tir_model, ptr %m, i32 0, i32 1
