@@ -310,7 +310,7 @@ def test_a_server_killed_mid_tune_becomes_failures_and_the_other_goes_on(tmp_pat
     env = {**_env(), "TIR_RPC_DOWN_S": "3600"}
     with _server(tmp_path, "pocl") as (dead, a, _), _server(tmp_path, "pocl") as (_, b, _):
         with open(log, "wb") as f:
-            tuner = subprocess.Popen(_tune(f"{a},{b}", db, 24), cwd=REPO, env=env, stdout=f, stderr=f)
+            tuner = subprocess.Popen(_tune(f"{a},{b}", db, 12), cwd=REPO, env=env, stdout=f, stderr=f)
         try:
             assert _wait_records(db, 4, tuner) >= 4, log.read_text()[-2000:]
             on_dead = server_info(a, TOKEN)["measured"]
