@@ -66,13 +66,13 @@ def _db_with(path, *devices):
 
 def test_records_of_this_cpu_are_not_applied_to_arm64_or_other_features(tmp_path):
     _db_with(tmp_path / "t.db", LOCAL, LOCAL + "-t1")
-    mine = Records.for_target(HOST, db=tmp_path / "t.db", logs=None)
+    mine = Records.for_target(HOST, db=tmp_path / "t.db", logs=False)
     assert (mine.device, mine.how, mine.best("w")) == (LOCAL, "exact", {"i": 0})
     for other in (get_target("android-arm64"), get_target("linux-arm64")):
-        r = Records.for_target(other, db=tmp_path / "t.db", logs=None)
+        r = Records.for_target(other, db=tmp_path / "t.db", logs=False)
         assert (r.how, len(r), r.best("w")) == ("", 0, None)
     if isa_level(HOST) == "avx512":  # the same machine without AVX-512: another ISA, no records
-        r = Records.for_target(_strip_avx512(HOST), db=tmp_path / "t.db", logs=None)
+        r = Records.for_target(_strip_avx512(HOST), db=tmp_path / "t.db", logs=False)
         assert (r.how, r.best("w")) == ("", None)
 
 
