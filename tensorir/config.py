@@ -57,26 +57,31 @@ def write_cache_file(path: Path, data: bytes) -> None:
     tmp.replace(path)
 
 
+def _switch(name: str) -> bool:
+    """An on/off knob that is on unless set to 0, false, off or empty."""
+    return os.environ.get(name, "1").strip().lower() not in ("0", "false", "off", "")
+
+
 def layout_enabled() -> bool:
-    return os.environ.get("TIR_LAYOUT", "1").strip().lower() not in ("0", "false", "off", "")
+    return _switch("TIR_LAYOUT")
 
 
 def fuse_dwpw_enabled() -> bool:
-    return os.environ.get("TIR_FUSE_DWPW", "1").strip().lower() not in ("0", "false", "off", "")
+    return _switch("TIR_FUSE_DWPW")
 
 
 def fuse_expand_enabled() -> bool:
-    return os.environ.get("TIR_FUSE_EXPAND", "1").strip().lower() not in ("0", "false", "off", "")
+    return _switch("TIR_FUSE_EXPAND")
 
 
 def merge_rows_enabled() -> bool:
     """TIR_MERGE_ROWS=0: 1x1 convs keep their rows (ops/conv_rows.py)."""
-    return os.environ.get("TIR_MERGE_ROWS", "1").strip().lower() not in ("0", "false", "off", "")
+    return _switch("TIR_MERGE_ROWS")
 
 
 def huge_workspace_enabled() -> bool:
     """TIR_HUGE_WORKSPACE=0: no huge-page alignment and advice for the workspace."""
-    return os.environ.get("TIR_HUGE_WORKSPACE", "1").strip().lower() not in ("0", "false", "off", "")
+    return _switch("TIR_HUGE_WORKSPACE")
 
 
 def opencl_platform() -> str:
