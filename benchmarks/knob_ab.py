@@ -6,7 +6,8 @@ in-model time moved (each kernel timed in place, in model order, `Module.profile
     python -m benchmarks.knob_ab mobilenet_v2_96 outer_order=rows --threads 1 2 --profile
     python -m benchmarks.knob_ab resnet50 --env TIR_MERGE_ROWS=0   # a switch outside the space
 
-A model is a zoo name (benchmarks/zoo.py) or an .onnx file. The pinned build is compiled with
+A model is a zoo name (benchmarks/zoo.py), a trained model of benchmarks/wild.py (fed a drawn
+document page at its size) or an .onnx file with static input shapes. The pinned build is compiled with
 a record per task whose space has the knob (a task without it keeps its defaults); values are
 Python literals (`ow_tile=4`, `outer_order=rows`). Prints per thread count the medians, pinned
 / default (the median of the per-round ratios, with their quartiles: a difference inside them
@@ -36,12 +37,12 @@ def parse_pins(pairs: list[str]) -> dict[str, object]:
     return pins
 
 
-def pinned_records(model, pins: dict[str, object]) -> dict:
-    """task key -> the pins its space has."""
+def pinned_records(model, pins: dict[str, object], shapes: dict | None = None) -> dict:
+    """task key -> the pins its space has (`shapes`: the model's input shapes)."""
     from autotune.task import extract_tasks, load_graph
 
     records = {}
-    for task in extract_tasks(load_graph(model)):
+    for task in extract_tasks(load_graph(model, input_shapes=shapes)):
         space = task.space()
         names = {k.name for algo in space.algorithms for k in space.knobs(algo)}
         config = {k: v for k, v in pins.items() if k in names}
@@ -67,14 +68,14 @@ def _moved(a, b, rounds: int) -> list[str]:
     return lines
 
 
-def _compile_pinned(model, records: dict, env: dict[str, str]):
+def _compile_pinned(model, records: dict, env: dict[str, str], shapes: dict):
     """The pinned build, compiled with `env` set (and restored after)."""
     import tensorir as tir
 
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:
-        return tir.compile(model, records=records)
+        return tir.compile(model, records=records, input_shapes=shapes)
     finally:
         for k, v in saved.items():
             os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
@@ -82,11 +83,11 @@ def _compile_pinned(model, records: dict, env: dict[str, str]):
 
 def main(argv: list[str] | None = None) -> None:
     import numpy as np
+    import onnx
 
     import tensorir as tir
     from benchmarks.compare import blocks_beside_ort, ratio_spread
-    from benchmarks.fuse_ab import _model
-    from benchmarks.zoo import sample_inputs
+    from benchmarks.layout_storms import model_and_feeds
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("model")
@@ -105,16 +106,17 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = p.parse_args(argv)
     pins = parse_pins(args.pins)
-    model = _model(args.model)
-    feeds = sample_inputs(model)  # integer inputs (BERT's mask) as the model expects them
-    records = pinned_records(model, pins)
+    blob, feeds = model_and_feeds(args.model)  # a wild model: a document page at its size
+    model = onnx.load_from_string(blob)
+    shapes = {k: list(v.shape) for k, v in feeds.items()}
+    records = pinned_records(model, pins, shapes)
     env = dict(pair.split("=", 1) for pair in args.env)
     if args.pinned_first:
-        pinned = _compile_pinned(model, records, env)
-        default = tir.compile(model)
+        pinned = _compile_pinned(model, records, env, shapes)
+        default = tir.compile(model, input_shapes=shapes)
     else:
-        default = tir.compile(model)
-        pinned = _compile_pinned(model, records, env)
+        default = tir.compile(model, input_shapes=shapes)
+        pinned = _compile_pinned(model, records, env, shapes)
     name = Path(args.model).stem
     order = "pinned loaded first" if args.pinned_first else "default loaded first"
     built = f", built with {env}" if env else ""
