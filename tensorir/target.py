@@ -77,6 +77,15 @@ class Target:
 
         return max(1, self.vector_bits // max(8, dtype_bits(dtype)))
 
+    def full_rate_lanes(self, dtype: str) -> int:
+        """Lanes of the widest vector the FMA units retire at full rate: the vector's own,
+        except on cores that run 512-bit ops as two 256-bit halves (Zen 4), where an 8-lane
+        float32 FMA does as much work per cycle as a 16-lane one."""
+        lanes = self.vector_lanes(dtype)
+        if self.vector_bits == 512 and self.cpu in SPLIT_512_CPUS:
+            return lanes // 2
+        return lanes
+
     def with_threads(self, n: int | None) -> Target:
         return dataclasses.replace(self, num_threads=n)
 
@@ -138,6 +147,8 @@ def host_target() -> Target:
         num_vector_registers=regs,
     )
 
+
+SPLIT_512_CPUS = ("znver4",)  # AVX-512 on 256-bit datapaths: zmm FMAs take two slots
 
 _ARM64 = {
     "linux-arm64": "aarch64-unknown-linux-gnu",

@@ -99,9 +99,11 @@ def algorithm_choices(
     attrs: Mapping[str, Any],
     weight_const: bool = True,
     lanes: int = 0,
+    full_rate_lanes: int = 0,
 ) -> tuple[list[str], str]:
     """(choices, default) of the `algorithm` knob for a conv2d_nchwc of these shapes; `lanes`:
-    the CPU's vector lanes (0: no `direct_wide`)."""
+    the CPU's vector lanes (0: no `direct_wide`); `full_rate_lanes` (0: `lanes`): those of the
+    widest FMA at full rate (conv_wide.wide_by_default)."""
     group = int(attrs.get("group", 1))
     if group != 1:
         return ["direct"], "direct"
@@ -109,7 +111,8 @@ def algorithm_choices(
     default = "direct"  # im2col is a tuning choice: measured slower by default (module docstring)
     if weight_const and conv_wide.eligible(w_shape, lanes):
         choices.append("direct_wide")
-        default = "direct_wide"
+        if conv_wide.wide_by_default(w_shape, lanes, full_rate_lanes or lanes):
+            default = "direct_wide"
     if winograd_eligible(w_shape, attrs):
         choices += ["winograd2", "winograd4", "winograd6"]
         n, _, h, w, _ = x_shape
@@ -127,10 +130,15 @@ def algorithm_choices(
 
 
 def conv_algorithm(
-    x: TensorType, w: TensorType, attrs: Mapping[str, Any], weight_const: bool = True, lanes: int = 0
+    x: TensorType,
+    w: TensorType,
+    attrs: Mapping[str, Any],
+    weight_const: bool = True,
+    lanes: int = 0,
+    full_rate_lanes: int = 0,
 ) -> str:
     """The `algorithm` knob's value for this conv (pinned by `specialize` inside a build)."""
-    choices, default = algorithm_choices(x.shape, w.shape, attrs, weight_const, lanes)
+    choices, default = algorithm_choices(x.shape, w.shape, attrs, weight_const, lanes, full_rate_lanes)
     return knob("algorithm", choices, default)
 
 
@@ -229,8 +237,10 @@ def specialize(
         if algo == "splitk":
             return _split_k(op, in_types, attrs, anchor, x_shape, w_shape, profile)
     else:
-        lanes = target.vector_lanes(acc_type(in_types[xi].dtype))  # the accumulator's vector
-        algo = conv_algorithm(in_types[xi], in_types[wi], conv_attrs, const, lanes)
+        acc = acc_type(in_types[xi].dtype)
+        lanes = target.vector_lanes(acc)  # the accumulator's vector
+        full_rate = target.full_rate_lanes(acc)
+        algo = conv_algorithm(in_types[xi], in_types[wi], conv_attrs, const, lanes, full_rate)
         if algo == "strassen":
             return _conv_strassen(op, in_types, attrs, anchor, wi)
         if algo == "direct_wide":
@@ -296,13 +306,15 @@ def _dwpw(
     in_types: tuple[TensorType, ...], attrs: Mapping[str, Any], const_args: frozenset[int] | None, target: Any
 ) -> Specialized:
     """A merged depthwise + 1x1 kernel: direct, its 1x1 accumulating in full vectors
-    (conv_wide) when the output block is narrower and the weight constant; one register tile
+    (conv_wide) where conv_wide.wide_by_default says so and the weight is constant; one register tile
     holds all of the 1x1's output vectors (at most `default_wide_blocks` of them)."""
     body = attrs["body"]
     wi = body.steps[body.anchor].args[1]
-    lanes = target.vector_lanes(acc_type(in_types[0].dtype))
+    acc = acc_type(in_types[0].dtype)
+    lanes = target.vector_lanes(acc)
     const = const_args is None or wi in const_args
-    if not const or not conv_wide.eligible(in_types[wi].shape, lanes) or wi >= body.n_inputs:
+    wide = conv_wide.wide_by_default(in_types[wi].shape, lanes, target.full_rate_lanes(acc))
+    if not const or not wide or wi >= body.n_inputs:
         return Specialized("fused", in_types, attrs, "direct")
     regs = target.num_vector_registers  # no knob: dwpw's `oc_blocks` counts the output's blocks
     tile = conv_wide.default_wide_blocks(regs)

@@ -55,6 +55,23 @@ def eligible(w_shape: Sequence[int], lanes: int) -> bool:
     return lanes > ob and lanes % ob == 0
 
 
+WIDE_PADDING_MAX = 1.2  # padded / real output channels past which 8-lane FMAs at full rate win
+
+
+def wide_by_default(w_shape: Sequence[int], lanes: int, full_rate_lanes: int) -> bool:
+    """Whether an eligible conv takes `direct_wide` by default. Where the narrow block's own
+    vectors run at the full rate too (Zen 4: 512-bit FMAs are two 256-bit halves), the wide
+    accumulator still needs fewer loads and broadcasts per FMA (SqueezeNet's 1000-class conv:
+    110 GFLOP/s wide, 87-93 direct) but computes the zeros it pads with: MobileNetV2's
+    24-channel 1x1s (32 computed, 25% zeros) ran 17% faster direct."""
+    if not eligible(w_shape, lanes):
+        return False
+    if eligible(w_shape, full_rate_lanes):
+        return True
+    channels = w_shape[0] * w_shape[-1]
+    return -(-channels // lanes) * lanes <= WIDE_PADDING_MAX * channels
+
+
 def default_wide_blocks(registers: int) -> int:
     """The vectors per tile that keep the most accumulators in registers (with a tile of
     pixels as wide as layout.schedule_conv_nchwc allows them): 3 of 32 AVX-512 registers

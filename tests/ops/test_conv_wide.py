@@ -1,8 +1,9 @@
 """A packed conv whose output block is narrower than the vector accumulates in full vectors
 (ops/conv_wide.py, algorithm "direct_wide"): the widened weight and the reference, the kernel's
 IR (full-vector accumulators, the output's blocks in the copy-out), the compiled kernel against
-float64 numpy (1x1 and padded strided 3x3, fused bias + relu, every tile width), and the convs
-that keep the plain direct algorithm.
+float64 numpy (1x1 and padded strided 3x3, fused bias + relu, every tile width), the convs
+that keep the plain direct algorithm, and when the wide form is the default (split 512-bit
+cores: only where padding to whole vectors adds at most 20% zeros).
 
 The output block is half the host's float32 lanes (8 on AVX-512, 4 on AVX2), so the test
 runs the wide path on any x86 host. Tolerance: max |err| / max |ref| < 1e-5 (fp32 sums over
@@ -19,7 +20,7 @@ from tensorir.ops.conv import conv
 from tensorir.ops.fused import FusedBody, Step
 from tensorir.ops.kernel import build_kernel, kernel_space
 from tensorir.ops.layout import pack_array, pack_weight, unpack_array
-from tensorir.target import get_target
+from tensorir.target import Target, get_target
 from tests.ops.kernel_run import assert_relative, run_built
 
 HOST = get_target("host")
@@ -79,7 +80,8 @@ def test_kernel_matches_numpy(c, m, size, k, stride):
     p = k // 2
     attrs = {"group": 1, "pads": (p,) * 4, "strides": (stride, stride)}
     o = (size + 2 * p - k) // stride + 1
-    got, spec, _ = _run("conv2d_nchwc", list(_packed(x, w, b)), attrs, (1, m // OB, o, o, OB))
+    cfg = {"algorithm": "direct_wide"}  # 24 channels on Zen 4 default to direct (wide_by_default)
+    got, spec, _ = _run("conv2d_nchwc", list(_packed(x, w, b)), attrs, (1, m // OB, o, o, OB), cfg)
     assert spec.algorithm == "direct_wide"
     ref = conv(
         x.astype(np.float64),
@@ -117,3 +119,36 @@ def test_full_blocks_and_depthwise_stay_plain():
         "conv2d_nchwc", [TensorType((1, 1, 4, 4, OB)), TensorType((1, 1, 3, 3, 1, OB))], {"group": OB}, HOST
     ).algorithms
     assert "direct_wide" not in choices
+
+
+def test_full_rate_lanes_of_split_512_bit_cores():
+    zen4 = Target("zen4", cpu="znver4", vector_bits=512, num_vector_registers=32)
+    assert zen4.vector_lanes("float32") == 16 and zen4.full_rate_lanes("float32") == 8
+    assert Target("zen5", cpu="znver5", vector_bits=512).full_rate_lanes("float32") == 16
+    assert get_target("x86_64-v4").full_rate_lanes("float32") == 16
+    assert get_target("x86_64-v3").full_rate_lanes("float32") == 8
+
+
+@pytest.mark.parametrize(
+    "channels, full_rate, wide",
+    [
+        (24, 16, True),  # 8-lane FMAs at half rate: always wide
+        (24, 8, False),  # Zen 4: 32 computed for 24 (1.33) -> direct
+        (40, 8, True),  # 48 for 40 (1.2): wide's fewer broadcasts per FMA still win
+        (1000, 8, True),  # SqueezeNet's classes: 1008 for 1000
+        (32, 8, False),  # a 16-block is not eligible at all
+    ],
+)
+def test_wide_by_default(channels, full_rate, wide):
+    ob = 16 if channels % 16 == 0 else 8
+    w_shape = (channels // ob, 4, 1, 1, 16, ob)
+    assert cw.wide_by_default(w_shape, 16, full_rate) is wide
+
+
+def test_zen4_default_is_direct_for_24_channels():
+    from tensorir.ops.conv_algorithms import algorithm_choices
+
+    x, w = (1, 6, 8, 8, 16), (3, 6, 1, 1, 16, 8)
+    choices, default = algorithm_choices(x, w, {"group": 1}, True, 16, 8)
+    assert "direct_wide" in choices and default == "direct"  # still a tuning choice
+    assert algorithm_choices(x, w, {"group": 1}, True, 16, 16)[1] == "direct_wide"
