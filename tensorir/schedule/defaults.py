@@ -30,11 +30,15 @@ def inline_injective(s: Schedule) -> None:
             st.compute_inline()
 
 
-def _size(st: Stage) -> int:
+def _prod(shape: Sequence[int]) -> int:
     n = 1
-    for d in st.tensor.shape:
+    for d in shape:
         n *= d
     return n
+
+
+def _size(st: Stage) -> int:
+    return _prod(st.tensor.shape)
 
 
 def elementwise_lanes(st: Stage, target: Target) -> int:
@@ -47,13 +51,25 @@ def elementwise_lanes(st: Stage, target: Target) -> int:
     return lanes
 
 
-def vectorize_parallel_data_axes(st: Stage, target: Target, work: int) -> None:
-    """Fuse the data axes, vectorize the innermost lanes when they divide, parallel outside."""
+def vectorize_parallel_data_axes(
+    st: Stage, target: Target, work: int, reads: Sequence[Tensor] | None = None
+) -> None:
+    """Fuse the data axes, vectorize the innermost lanes when they divide, parallel outside.
+    `reads`: the tensors the stage reads once inlined stages are substituted (Schedule.reads).
+    Where one has another shape (a per-channel scale, a bias) and the last axis is narrower
+    than the lanes, a vector covers one last-axis row: 16 lanes over 8-channel blocks span two
+    pixels, the scale's index is no ramp and the loop ran scalar (PP-OCRv4's squeeze-excite
+    `x + x * s` on 3 x 80 x 80 x 8, AVX-512)."""
     axes = list(st.op.axis)
     if not axes:
         return
-    fused = st.fuse(*axes) if len(axes) > 1 else axes[0]
     lanes = elementwise_lanes(st, target)
+    last = axes[-1].extent
+    shape = tuple(st.tensor.shape)
+    broadcasts = any(tuple(t.shape) != shape and _prod(t.shape) > 1 for t in reads or ())
+    if len(axes) > 1 and last < lanes and lanes % last == 0 and broadcasts:
+        lanes = last
+    fused = st.fuse(*axes) if len(axes) > 1 else axes[0]
     inner_ok = not st.op.reduce_axis and lanes > 1 and fused.extent % lanes == 0
     if inner_ok and fused.extent > lanes:
         outer, inner = st.split(fused, factor=lanes)
@@ -71,7 +87,7 @@ def schedule_injective(s: Schedule, outputs: Sequence[Tensor], target: Target) -
     inline_injective(s)
     for st in s.stages:
         if st.is_output:
-            vectorize_parallel_data_axes(st, target, _size(st))
+            vectorize_parallel_data_axes(st, target, _size(st), s.reads(st))
 
 
 def schedule_reduce(s: Schedule, outputs: Sequence[Tensor], target: Target) -> None:
@@ -83,7 +99,7 @@ def schedule_reduce(s: Schedule, outputs: Sequence[Tensor], target: Target) -> N
         work = _size(st)
         for r in st.op.reduce_axis:
             work *= r.extent
-        vectorize_parallel_data_axes(st, target, work)
+        vectorize_parallel_data_axes(st, target, work, s.reads(st))
 
 
 # ---- reductions with epilogues -----------------------------------------------------------
@@ -159,7 +175,7 @@ def schedule_reduction(s: Schedule, outputs: Sequence[Tensor], target: Target) -
         if st.op.reduce_axis:
             schedule_reduction_stage(st, target)
         else:
-            vectorize_parallel_data_axes(st, target, _size(st))
+            vectorize_parallel_data_axes(st, target, _size(st), s.reads(st))
 
 
 # ---- row-wise multi-stage ops (softmax, normalizations) ----------------------------------
@@ -189,7 +205,7 @@ def schedule_injective_params(s: Schedule, outputs: Sequence[Tensor], target: Ta
     inline_full_size(s, max(_size(s[t]) for t in outputs))
     for st in s.stages:
         if not st.inlined:
-            vectorize_parallel_data_axes(st, target, _size(st))
+            vectorize_parallel_data_axes(st, target, _size(st), s.reads(st))
 
 
 def _vectorize_inner(st: Stage, inner: list[IterVar], target: Target) -> None:
@@ -246,6 +262,6 @@ def schedule_rowwise(s: Schedule, outputs: Sequence[Tensor], target: Target) -> 
         elif st.op.reduce_axis:
             schedule_reduction_stage(st, target)
         else:
-            vectorize_parallel_data_axes(st, target, _size(st))
+            vectorize_parallel_data_axes(st, target, _size(st), s.reads(st))
     if _size(main) >= PARALLEL_MIN_WORK and row.extent > 1:
         main.parallel(row)

@@ -285,3 +285,25 @@ def test_random_broadcast_binary(shapes, op, dtype):
 )
 def test_random_unary_transcendental(shape, op, scale):
     check(op, [data(shape, "float32", -scale, scale)], rtol=1e-5, atol=1e-6)
+
+
+def test_packed_per_channel_scale_vectorizes_one_block_per_vector():
+    """x + x * s with x packed in blocks of half the float32 lanes (8 of 16 on AVX-512) and s a
+    per-channel (N, C/b, 1, 1, b) scale, as a squeeze-excite block leaves them: a vector holds
+    one pixel's block, so the scale is a contiguous load. A vector of all the lanes spanned two
+    pixels, the scale's index was no ramp and the loop ran scalar (schedule/defaults.py)."""
+    from tensorir.graph.types import TensorType
+    from tensorir.ops.fused import FusedBody, Step
+    from tensorir.ops.kernel import op_kernel
+    from tensorir.target import get_target
+
+    half = get_target("host").vector_lanes("float32") // 2
+    x = RNG.standard_normal((1, 3, 10, 10, half)).astype(np.float32)
+    s = RNG.standard_normal((1, 3, 1, 1, half)).astype(np.float32)
+    body = FusedBody((Step("mul", (), (0, 1)), Step("add", (), (0, 2))), 2, None)
+    text = str(op_kernel("fused", [TensorType.of(x), TensorType.of(s)], {"body": body}, "host"))
+    assert "in1[ramp(" in text and f", 1, {half})]" in text, text  # the scale: one block per vector
+    assert f"range(0, {2 * half})" not in text, text  # no scalar loop over the lanes
+    (y,) = run_op("fused", [x, s], {"body": body})
+    # the product may fuse into an FMA (one rounding, not two): within an ulp of x * s
+    np.testing.assert_allclose(y, x + x * s, rtol=1e-6, atol=1e-6 * np.abs(x * s).max())
