@@ -29,7 +29,9 @@ Graph passes (tensorir/passes/, one file each; API in passes/__init__.py):
     fold_batchnorm   batch_norm -> into conv/dense weights, else mul + add
     simplify         algebraic identities (reshape/transpose chains, x*1, clip -> relu, ...)
     transpose_sink   transposes down through elementwise/pad/reduce/concat so NHWC pairs cancel
-      (these five repeat until none changes the graph: folding a transposed weight
+    conv1d_lift      1-D convs and pools as 2-D ones of unit height
+    convt_unshuffle  a k x k stride-k conv_transpose -> 1x1 conv + depth_to_space (CPU)
+      (these repeat until none changes the graph: folding a transposed weight
        makes a matmul canonicalize can turn into dense, and so on)
     dead_code        drop nodes no output depends on
     cse              merge duplicate nodes and small duplicate constants
@@ -80,6 +82,7 @@ from tensorir.passes import Pass, copy_graph
 from tensorir.passes.canonicalize import canonicalize
 from tensorir.passes.concat_in_place import ConcatSlices, concat_slices
 from tensorir.passes.conv1d_lift import conv1d_lift
+from tensorir.passes.convt_unshuffle import convt_unshuffle
 from tensorir.passes.cse import cse
 from tensorir.passes.dead_code import dead_code
 from tensorir.passes.fold_batchnorm import fold_batchnorm
@@ -133,6 +136,8 @@ def optimize(
         changed |= run(hard_swish, g, "hard swish" + tag)
         changed |= run(transpose_sink, g, "transpose sink" + tag)
         changed |= run(conv1d_lift, g, "conv1d lift" + tag)
+        if get_target(target).kind == "llvm":  # a stride-k k x k conv_transpose: 1x1 conv + shuffle
+            changed |= run(convt_unshuffle, g, "conv_transpose unshuffle" + tag)
         if not changed:
             break
     run(dead_code, g, "dead code")

@@ -16,6 +16,7 @@ packed form (the op traits `layout` and `pattern`, declared in each op's registr
 - `layout="global_avg"` / `"global_max"` (global_avg_pool / global_max_pool) -> reduce_mean /
   reduce_max over axes (2, 3); reduce_* over axes (2, 3) keeping dims likewise;
 - a resize of (H, W) -> the same resize of the packed (H, W);
+- a depth_to_space in DCR order -> `depth_to_space_packed` (ops/depth_to_space_packed.py);
 - a constant zero pad of channels and space -> `pad_packed` (ops/pad_packed.py) in the
   output channels' block (BlazeFace's residuals pad their channels);
 - a concat along channels -> a concat of the channel-block axis when every input has the
@@ -329,6 +330,20 @@ class _Packer:
         sizes, scales = (n, cb, *a["sizes"][2:], b), (1.0, 1.0, *a["scales"][2:], 1.0)
         return add_op(g, "resize", [self.packed[x]], {**a, "sizes": sizes, "scales": scales})
 
+    def depth_to_space(self, nid: int) -> Value | None:
+        """A DCR depth_to_space: `depth_to_space_packed` (ops/depth_to_space_packed.py), each
+        output block a run of one input block."""
+        g, node = self.g, self.g.node(nid)
+        (x,) = g.inputs_of(nid)
+        if x not in self.packed or node.attr["mode"] != "DCR":
+            return None
+        ib = g.type_of(self.packed[x]).shape[4]
+        ob = self.block_of(Value(nid, 0))
+        if node.outputs[0].shape[1] % ob or ib % ob:
+            return None
+        attrs = {"blocksize": node.attr["blocksize"], "block": ob}
+        return add_op(g, "depth_to_space_packed", [self.packed[x]], attrs)
+
     def global_pool(self, nid: int) -> Value | None:
         (x,) = self.g.inputs_of(nid)
         if x not in self.packed:
@@ -351,6 +366,8 @@ class _Packer:
             new = self.concat(nid)
         elif op == "resize":
             new = self.resize(nid)
+        elif op == "depth_to_space":
+            new = self.depth_to_space(nid)
         elif op == "pad":
             new = self.pad(nid)
         elif op == "split":

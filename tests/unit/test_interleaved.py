@@ -61,3 +61,13 @@ def test_the_untuned_time_is_the_mean_of_its_loads_before_and_after_the_tuned_bu
     assert cmp.paired_ratio(three, 2, 0) == pytest.approx(1.0 / 1.02)  # 1 / 1.04 against the first load
     two = np.array([[1.0, 2.0]])
     assert cmp.untuned_both_orders(two) is two
+
+
+def test_build_ab_ratio_averages_both_loads_of_each_build():
+    from benchmarks.build_ab import ab_ratios
+
+    # rounds of (A, B, B again, A again, onnxruntime): the second load of each runs 4% faster
+    blocks = np.array([[1.04, 0.96, 1.00, 1.00, 2.0], [2.08, 1.92, 2.00, 2.00, 4.0]])
+    np.testing.assert_allclose(ab_ratios(blocks), [1.96 / 2.04] * 2)  # a slow round reads the same
+    same = np.array([[1.04, 1.00, 1.04, 1.00, 2.0]])  # one build in all four slots, offsets cancel
+    np.testing.assert_allclose(ab_ratios(same), [1.0])
