@@ -27,6 +27,7 @@ PASSES = [
     "hard swish",
     "transpose sink",
     "conv1d lift",
+    "conv_transpose unshuffle",
     "dead code",
     "cse",
 ]
@@ -77,9 +78,9 @@ def test_debug_level_2_prints_each_pass_and_marks_unchanged(monkeypatch, capsys)
     err = capsys.readouterr().err
     lines = [line.removeprefix("[tir] ") for line in err.splitlines() if line.startswith("[tir]")]
     stages = [line.split(":")[0] for line in lines]
-    round2 = [p + " (round 2)" for p in PASSES[:7]]
+    round2 = [p + " (round 2)" for p in PASSES[:8]]
     fusion = ["layout", "fuse ops", "fuse dwpw", "fuse expand"]
-    assert stages == ["fold qdq", *PASSES[:7], *round2, *PASSES[7:], *fusion]
+    assert stages == ["fold qdq", *PASSES[:8], *round2, *PASSES[8:], *fusion]
     unchanged = [line.split(":")[0] for line in lines if line.endswith("(unchanged)")]
     # fold qdq found no quantized product; round 1: canonicalize rewrote the gemm, fold
     # batchnorm folded into the dense; round 2 found nothing; dead code removed the exp, cse
@@ -92,6 +93,7 @@ def test_debug_level_2_prints_each_pass_and_marks_unchanged(monkeypatch, capsys)
         "hard swish",
         "transpose sink",
         "conv1d lift",
+        "conv_transpose unshuffle",
         *round2,
         "layout",
         "fuse dwpw",
