@@ -63,11 +63,11 @@ def test_the_untuned_time_is_the_mean_of_its_loads_before_and_after_the_tuned_bu
     assert cmp.untuned_both_orders(two) is two
 
 
-def test_build_ab_ratio_averages_both_loads_of_each_build():
+def test_build_ab_ratio_averages_the_copies_of_each_build():
     from benchmarks.build_ab import ab_ratios
 
-    # rounds of (A, B, B again, A again, onnxruntime): the second load of each runs 4% faster
+    # rounds of (A, B, A, B, onnxruntime): the copies of each build differ by their placement
     blocks = np.array([[1.04, 0.96, 1.00, 1.00, 2.0], [2.08, 1.92, 2.00, 2.00, 4.0]])
     np.testing.assert_allclose(ab_ratios(blocks), [1.96 / 2.04] * 2)  # a slow round reads the same
-    same = np.array([[1.04, 1.00, 1.04, 1.00, 2.0]])  # one build in all four slots, offsets cancel
+    same = np.array([[1.04, 1.00, 1.00, 1.04, 2.0]])  # one build's four copies: the offsets cancel
     np.testing.assert_allclose(ab_ratios(same), [1.0])
