@@ -35,10 +35,10 @@ def ab_ratios(blocks: np.ndarray) -> np.ndarray:
     return blocks[:, 1 : 2 * pairs : 2].mean(axis=1) / blocks[:, 0 : 2 * pairs : 2].mean(axis=1)
 
 
-def _copies(folder: str, n: int, into: Path) -> list[str]:
+def _copies(folder: str, n: int, into: Path, tag: str) -> list[str]:
     out = []
     for k in range(n):
-        dst = into / f"{Path(folder).name}.{k}"
+        dst = into / f"{tag}{k}"
         shutil.copytree(folder, dst)
         out.append(str(dst))
     return out
@@ -62,7 +62,8 @@ def main(argv: list[str] | None = None) -> None:
     blob, feeds = model_and_feeds(args.model)
     model = onnx.load_from_string(blob)
     with tempfile.TemporaryDirectory() as tmp:
-        a_dirs, b_dirs = _copies(args.a, args.copies, Path(tmp)), _copies(args.b, args.copies, Path(tmp))
+        a_dirs = _copies(args.a, args.copies, Path(tmp), "a")
+        b_dirs = _copies(args.b, args.copies, Path(tmp), "b")
         mods = [tir.load(d) for pair in zip(a_dirs, b_dirs, strict=True) for d in pair]
         for x, y in zip(mods[0].bind(feeds)(), mods[1].bind(feeds)(), strict=True):
             np.testing.assert_allclose(y, x, rtol=1e-3, atol=1e-4, err_msg="A and B disagree")
