@@ -140,3 +140,30 @@ def test_interleaved_timing_rotates_which_module_goes_first(monkeypatch):
     rows = mc.profile_rounds(mods, rounds=2)
     assert [len(r) for r in rows] == [2, 2]
     assert _turn_firsts(log[2:], 2) == ["a", "b", "b", "a"]  # after one warm-up profile each
+
+
+def test_each_build_is_timed_from_fresh_file_copies(tmp_path, monkeypatch):
+    """Two byte-identical libraries in two files time up to 3-4% apart (their mapped weights'
+    pages), so the check loads every build from COPIES fresh copies of its folder and averages
+    them per round: the per-kernel profile and the whole-model A/B both."""
+    import autotune.model_check as mc
+
+    model = _conv_model(tmp_path / "conv.onnx")
+    mod = tir.compile(model)
+    copies = mc.placements(mod, 3, tmp_path / "copies", "a")
+    assert len({str(c.dir) for c in copies} | {str(mod.dir)}) == 4  # three new files, not the original
+    x = np.random.default_rng(0).standard_normal((1, 64, 56, 56)).astype(np.float32)
+    for c in copies:
+        np.testing.assert_array_equal(c.bind({"x": x})()[0], mod.bind({"x": x})()[0])
+    rows = [[{"k": 1.0}, {"k": 3.0}], [{"k": 2.0}, {"k": 5.0}]]  # two copies, two rounds
+    assert mc._mean_rounds(rows) == [{"k": 1.5}, {"k": 4.0}]
+
+    seen = []
+
+    def counting(real):
+        return lambda mods, n: seen.append(len(mods)) or real(mods, n)
+
+    monkeypatch.setattr(mc, "time_interleaved", counting(mc.time_interleaved))
+    monkeypatch.setattr(mc, "profile_interleaved", counting(mc.profile_interleaved))
+    check_in_model(model, Database(tmp_path / "t.db"), "dev", "host", rounds=2, whole_runs=4)
+    assert seen == [2 * mc.COPIES, 2 * mc.COPIES]
