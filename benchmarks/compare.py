@@ -32,6 +32,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -137,7 +138,7 @@ def bench_model(
     """Time tensorir (compiled with `records`) and onnxruntime, interleaved, at each thread
     count. With `tuned_records` (threads -> Records) a tuned build per thread count joins the
     same interleaved rounds, so untuned, tuned and onnxruntime meet the same machine; the
-    untuned build is loaded once before the tuned one and once after (untuned_both_orders)."""
+    untuned and the tuned build each run from two files (untuned_both_orders)."""
     import tensorir as tir
     from tensorir.frontend.onnx import from_onnx
     from tensorir.graph.flops import graph_flops
@@ -152,6 +153,7 @@ def bench_model(
     reference = _ort_session(model, 1).run(None, feeds)
     err = _max_err(ours(), reference)
     rows = []
+    copies = tempfile.TemporaryDirectory(prefix="tir_compare_")  # the tuned builds' second files
     for n in threads:
         mod.set_num_threads(n)
         sess = _ort_session(model, n)
@@ -159,8 +161,9 @@ def bench_model(
         if tuned_records is not None:
             recs = tuned_records(n)
             tuned = tir.compile(model, records=recs)
-            again = tir.compile(model, records=records)  # the untuned build loaded after the tuned
-            for m in (tuned, again):
+            again = tir.compile(model, records=records)  # the untuned build in a second file
+            tuned_copy = tir.load(tuned.export(Path(copies.name) / f"tuned{n}"))
+            for m in (tuned, again, tuned_copy):  # the tuned build in a second file
                 m.set_num_threads(n)
                 fns.append(m.bind(feeds))
         blocks = untuned_both_orders(interleaved_blocks(fns, runs, warmup))
@@ -188,20 +191,21 @@ def bench_model(
                 tuned_max_abs_err_vs_ort=_max_err(fns[2](), reference),
             )
         rows.append(row)
+    copies.cleanup()
     return rows
 
 
 def untuned_both_orders(blocks: np.ndarray) -> np.ndarray:
-    """Rounds of (untuned, onnxruntime, tuned, the untuned build loaded again after the tuned)
-    -> (untuned, onnxruntime, tuned), the untuned time the mean of its two loads. A library
-    loaded second can time 2-4% apart from an identical one loaded first (MobileNetV2-224, Zen
-    4: whichever of two builds loaded second ran faster, in both orders), so a tuned build
-    loaded after the untuned one alone would take that offset as tuning's gain. Rounds of
-    two fns pass through."""
+    """Rounds of (untuned, onnxruntime, tuned, the untuned build from a second file[, the tuned
+    build from a second file]) -> (untuned, onnxruntime, tuned), each build's time the mean of
+    its two files. Two byte-identical libraries in two files time up to 3-4% apart, steadily
+    (the mapped weights' pages come with the file: benchmarks/build_ab.py), so one file per
+    build would put that offset into the tuned / untuned ratio. Rounds of two fns pass through."""
     if blocks.shape[1] < 4:
         return blocks
     untuned = (blocks[:, 0] + blocks[:, 3]) / 2
-    return np.stack([untuned, blocks[:, 1], blocks[:, 2]], axis=1)
+    tuned = (blocks[:, 2] + blocks[:, 4]) / 2 if blocks.shape[1] > 4 else blocks[:, 2]
+    return np.stack([untuned, blocks[:, 1], tuned], axis=1)
 
 
 def _max_err(ours: list, reference: list) -> float:
