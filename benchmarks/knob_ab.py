@@ -11,7 +11,9 @@ document page at its size) or an .onnx file with static input shapes. The pinned
 a record per task whose space has the knob (a task without it keeps its defaults); values are
 Python literals (`ow_tile=4`, `outer_order=rows`). Prints per thread count the medians, pinned
 / default (the median of the per-round ratios, with their quartiles: a difference inside them
-is noise) and how many tasks took the pin. Two builds of the same model differ by up to 15%
+is noise) and how many tasks took the pin. Each build runs from COPIES fresh file copies
+(autotune/model_check.py), averaged per round: two byte-identical libraries in two files time
+up to 3-4% apart (benchmarks/build_ab.py). Two builds of the same model differ by up to 15%
 in a single run on the shared 2-core VM at 2 threads; read a pin's effect from several runs.
 """
 
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import ast
 import os
+import tempfile
 from pathlib import Path
 
 
@@ -86,7 +89,9 @@ def main(argv: list[str] | None = None) -> None:
     import onnx
 
     import tensorir as tir
-    from benchmarks.compare import blocks_beside_ort, ratio_spread
+    from autotune.model_check import COPIES, placements
+    from benchmarks.build_ab import ab_ratios
+    from benchmarks.compare import blocks_beside_ort
     from benchmarks.layout_storms import model_and_feeds
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -121,16 +126,19 @@ def main(argv: list[str] | None = None) -> None:
     order = "pinned loaded first" if args.pinned_first else "default loaded first"
     built = f", built with {env}" if env else ""
     print(f"{name}: {pins} pinned in {len(records)} tasks{built}; {order}")
-    for n in args.threads:
-        blocks = blocks_beside_ort([default, pinned], model, feeds, n, args.runs)
-        t_a, t_b, t_ort = np.median(blocks, axis=0)
-        lo, mid, hi = ratio_spread(blocks, 1, 0)
-        print(
-            f"  {n} thread(s): default {t_a * 1e3:.3f} ms, pinned {t_b * 1e3:.3f} ms, onnxruntime "
-            f"{t_ort * 1e3:.3f} ms; pinned / default {mid:.3f} (quartiles {lo:.3f}-{hi:.3f} over "
-            f"{len(blocks)} rounds)",
-            flush=True,
-        )
+    with tempfile.TemporaryDirectory() as tmp:  # each build from fresh file copies (build_ab.py)
+        copies = [placements(m, COPIES, Path(tmp), tag) for m, tag in ((default, "d"), (pinned, "p"))]
+        mods = [m for pair in zip(*copies, strict=True) for m in pair]  # default, pinned, default, ...
+        for n in args.threads:
+            blocks = blocks_beside_ort(mods, model, feeds, n, args.runs)
+            ms = np.median(blocks, axis=0) * 1e3
+            lo, mid, hi = np.percentile(ab_ratios(blocks), [25, 50, 75])
+            print(
+                f"  {n} thread(s): default {ms[0:-1:2].mean():.3f} ms, pinned {ms[1:-1:2].mean():.3f} ms, "
+                f"onnxruntime {ms[-1]:.3f} ms; pinned / default {mid:.3f} (quartiles {lo:.3f}-{hi:.3f} "
+                f"over {len(blocks)} rounds, {COPIES} file copies of each build)",
+                flush=True,
+            )
         if args.profile:
             print("\n".join(_moved(default, pinned, 7)))
 
