@@ -21,7 +21,6 @@ spread of A's own copies (slowest / fastest median): a B / A inside it is noise.
 from __future__ import annotations
 
 import argparse
-import shutil
 import tempfile
 from pathlib import Path
 
@@ -35,19 +34,11 @@ def ab_ratios(blocks: np.ndarray) -> np.ndarray:
     return blocks[:, 1 : 2 * pairs : 2].mean(axis=1) / blocks[:, 0 : 2 * pairs : 2].mean(axis=1)
 
 
-def _copies(folder: str, n: int, into: Path, tag: str) -> list[str]:
-    out = []
-    for k in range(n):
-        dst = into / f"{tag}{k}"
-        shutil.copytree(folder, dst)
-        out.append(str(dst))
-    return out
-
-
 def main(argv: list[str] | None = None) -> None:
     import onnx
 
     import tensorir as tir
+    from autotune.model_check import placements
     from benchmarks.compare import blocks_beside_ort
     from benchmarks.layout_storms import model_and_feeds
 
@@ -62,9 +53,10 @@ def main(argv: list[str] | None = None) -> None:
     blob, feeds = model_and_feeds(args.model)
     model = onnx.load_from_string(blob)
     with tempfile.TemporaryDirectory() as tmp:
-        a_dirs = _copies(args.a, args.copies, Path(tmp), "a")
-        b_dirs = _copies(args.b, args.copies, Path(tmp), "b")
-        mods = [tir.load(d) for pair in zip(a_dirs, b_dirs, strict=True) for d in pair]
+        a_mods, b_mods = (
+            placements(tir.load(d), args.copies, Path(tmp), tag) for d, tag in ((args.a, "a"), (args.b, "b"))
+        )
+        mods = [m for pair in zip(a_mods, b_mods, strict=True) for m in pair]
         for x, y in zip(mods[0].bind(feeds)(), mods[1].bind(feeds)(), strict=True):
             np.testing.assert_allclose(y, x, rtol=1e-3, atol=1e-4, err_msg="A and B disagree")
         for n in args.threads:

@@ -10,6 +10,7 @@ fused loop: vectorized by the target's lane count, parallel over the rest when l
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from tensorir.dtypes import dtype_bits
@@ -30,15 +31,8 @@ def inline_injective(s: Schedule) -> None:
             st.compute_inline()
 
 
-def _prod(shape: Sequence[int]) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
-
-
 def _size(st: Stage) -> int:
-    return _prod(st.tensor.shape)
+    return math.prod(st.tensor.shape)
 
 
 def elementwise_lanes(st: Stage, target: Target) -> int:
@@ -66,7 +60,7 @@ def vectorize_parallel_data_axes(
     lanes = elementwise_lanes(st, target)
     last = axes[-1].extent
     shape = tuple(st.tensor.shape)
-    broadcasts = any(tuple(t.shape) != shape and _prod(t.shape) > 1 for t in reads or ())
+    broadcasts = any(tuple(t.shape) != shape and math.prod(t.shape) > 1 for t in reads or ())
     if len(axes) > 1 and last < lanes and lanes % last == 0 and broadcasts:
         lanes = last
     fused = st.fuse(*axes) if len(axes) > 1 else axes[0]
