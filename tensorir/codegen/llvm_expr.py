@@ -353,7 +353,8 @@ class ExprEmitter(NarrowEmitter):
 
     def store(self, buf: ir.Buffer, index: ir.Expr, value: ir.Expr) -> None:
         lanes = index.lanes
-        v = self.splat(self.cast(self.expr(value), buf.dtype), lanes)
+        folded = self._scalar_minmax_fold(buf, index, value)
+        v = self.splat(self.cast(folded or self.expr(value), buf.dtype), lanes)
         if v.lanes != lanes:
             raise TirError(f"store of a {v.lanes}-lane value to {lanes} elements of {buf.name!r}")
         mty, align = mem_ty(buf.dtype), elem_bytes(buf.dtype)
@@ -366,6 +367,23 @@ class ExprEmitter(NarrowEmitter):
             self.emit(f"store {vec(mty, lanes)} {ref}, ptr {p}, align {align}")
             return
         self._masked("scatter", buf, self.expr(index), ref)
+
+    def _scalar_minmax_fold(self, buf: ir.Buffer, index: ir.Expr, value: ir.Expr) -> Val | None:
+        """`a[i] = max(a[i], x)` on one float element (a row's max or min, as softmax's):
+        llvm.maximum / minimum, which LLVM's loop vectorizer turns into vector lanes and a
+        final vector.reduce; the fcmp + select form it leaves a serial scalar chain (it needs
+        nnan for that). The intrinsics propagate NaN, as the numpy reference's max does.
+        Vector stores keep the select (one vmaxps: pooling, the conv epilogues' clamps)."""
+        if index.lanes != 1 or buf.dtype not in ("float32", "float64"):
+            return None
+        if not (isinstance(value, ir.BinOp) and value.op in ("min", "max")):
+            return None
+        acc = ir.Load(buf, index)
+        other = value.b if value.a == acc else value.a if value.b == acc else None
+        if other is None or other.dtype != buf.dtype or other.lanes != 1:
+            return None
+        name = "maximum" if value.op == "max" else "minimum"
+        return self.intrinsic(name, buf.dtype, [self.expr(acc), self.expr(other)])
 
     def _masked(self, kind: str, buf: ir.Buffer, index: Val, value: str | None = None) -> str:
         """llvm.masked.gather / scatter over all lanes (non-contiguous vector access)."""
