@@ -262,7 +262,7 @@ def schedule_conv(s: Schedule, outputs: Sequence[Tensor], target: Target) -> Non
         schedule_matmul_block(s, y, ([b], m, fuse_all(y, sp)), acc, bt, target)
         return
     for st in pads:
-        schedule_pad(st)
+        schedule_pad(st, target.vector_lanes(st.tensor.dtype))
     assert wv is not None
     if acc.tensor.ndim == y.tensor.ndim:
         wv.compute_inline()

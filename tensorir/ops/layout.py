@@ -407,7 +407,7 @@ def schedule_conv_nchwc(s: Any, outputs: Sequence[Any], target: Any, wide_tile: 
         # depthwise, or a dense conv whose register tile spans every output block (the
         # 3-channel stem): each chunk pads its own input rows once and they stay in cache;
         # other dense convs would re-pad every input block once per output block group
-        place_pad(pad, y, outer, chunk_default=not dense or mo.extent == 1)
+        place_pad(pad, y, outer, chunk_default=not dense or mo.extent == 1, lanes=lanes)
     red = list(acc.op.reduce_axis)
     if dense and knob("reduce_order", ["channels_outer", "taps_outer"], "channels_outer") == "taps_outer":
         red = [red[1], red[2], red[0], red[3]]

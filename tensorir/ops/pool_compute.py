@@ -213,10 +213,11 @@ def schedule_pool(s: Schedule, outputs: Sequence[Tensor], target: Target) -> Non
             outers.append((y, schedule_windowed(s, y, red, target)))
     if pad is None:
         return
+    lanes = target.vector_lanes(pad.tensor.dtype)
     if len(outers) == 1:  # the values are the pad's only reader
-        place_pad(pad, *outers[0], chunk_default=True)
+        place_pad(pad, *outers[0], chunk_default=True, lanes=lanes)
     else:
-        schedule_pad(pad)
+        schedule_pad(pad, lanes)
 
 
 def schedule_global_pool(s: Schedule, outputs: Sequence[Tensor], target: Target) -> None:

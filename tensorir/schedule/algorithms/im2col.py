@@ -173,7 +173,7 @@ def schedule_im2col_nchwc(s: Any, outputs: Sequence[Any], target: Any) -> None:
     pad = stage_named(s, "im2col_pad")
     inline_elementwise(s, keep=[col] if pad is None else [col, pad])
     if pad is not None:
-        schedule_pad(pad)
+        schedule_pad(pad, target.vector_lanes(pad.tensor.dtype))
     y = next(st for st in s.stages if st.is_output)
     bn, m, oh, ow, j = y.op.axis
     _, _, kco, kkh, kkw, kib = col.tensor.shape
