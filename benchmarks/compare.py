@@ -153,45 +153,44 @@ def bench_model(
     reference = _ort_session(model, 1).run(None, feeds)
     err = _max_err(ours(), reference)
     rows = []
-    copies = tempfile.TemporaryDirectory(prefix="tir_compare_")  # the tuned builds' second files
-    for n in threads:
-        mod.set_num_threads(n)
-        sess = _ort_session(model, n)
-        fns = [ours, lambda s=sess: s.run(None, feeds)]
-        if tuned_records is not None:
-            recs = tuned_records(n)
-            tuned = tir.compile(model, records=recs)
-            again = tir.compile(model, records=records)  # the untuned build in a second file
-            tuned_copy = tir.load(tuned.export(Path(copies.name) / f"tuned{n}"))
-            for m in (tuned, again, tuned_copy):  # the tuned build in a second file
-                m.set_num_threads(n)
-                fns.append(m.bind(feeds))
-        blocks = untuned_both_orders(interleaved_blocks(fns, runs, warmup))
-        times = np.median(blocks, axis=0)
-        t_ours, t_ort = times[:2]
-        row = {
-            "model": name,
-            "threads": n,
-            "tensorir_ms": t_ours * 1e3,
-            "onnxruntime_ms": t_ort * 1e3,
-            "ratio": paired_ratio(blocks, 0, 1),
-            "tensorir_gflops": flops / t_ours / 1e9,
-            "onnxruntime_gflops": flops / t_ort / 1e9,
-            "compile_s": compile_s,
-            "workspace_bytes": mod.manifest["workspace_bytes"],
-            "max_abs_err_vs_ort": err,
-            "tuned_kernels": mod.manifest.get("tuned_kernels", 0),
-        }
-        if tuned_records is not None:
-            row.update(
-                tuned_ms=times[2] * 1e3,
-                tuned_ratio=paired_ratio(blocks, 2, 1),
-                tuned_device=recs.device,
-                tuned_kernels=tuned.manifest.get("tuned_kernels", 0),
-                tuned_max_abs_err_vs_ort=_max_err(fns[2](), reference),
-            )
-        rows.append(row)
-    copies.cleanup()
+    with tempfile.TemporaryDirectory(prefix="tir_compare_") as copies:  # the tuned builds' second files
+        for n in threads:
+            mod.set_num_threads(n)
+            sess = _ort_session(model, n)
+            fns = [ours, lambda s=sess: s.run(None, feeds)]
+            if tuned_records is not None:
+                recs = tuned_records(n)
+                tuned = tir.compile(model, records=recs)
+                again = tir.compile(model, records=records)  # the untuned build in a second file
+                tuned_copy = tir.load(tuned.export(Path(copies) / f"tuned{n}"))
+                for m in (tuned, again, tuned_copy):  # the tuned build in a second file
+                    m.set_num_threads(n)
+                    fns.append(m.bind(feeds))
+            blocks = untuned_both_orders(interleaved_blocks(fns, runs, warmup))
+            times = np.median(blocks, axis=0)
+            t_ours, t_ort = times[:2]
+            row = {
+                "model": name,
+                "threads": n,
+                "tensorir_ms": t_ours * 1e3,
+                "onnxruntime_ms": t_ort * 1e3,
+                "ratio": paired_ratio(blocks, 0, 1),
+                "tensorir_gflops": flops / t_ours / 1e9,
+                "onnxruntime_gflops": flops / t_ort / 1e9,
+                "compile_s": compile_s,
+                "workspace_bytes": mod.manifest["workspace_bytes"],
+                "max_abs_err_vs_ort": err,
+                "tuned_kernels": mod.manifest.get("tuned_kernels", 0),
+            }
+            if tuned_records is not None:
+                row.update(
+                    tuned_ms=times[2] * 1e3,
+                    tuned_ratio=paired_ratio(blocks, 2, 1),
+                    tuned_device=recs.device,
+                    tuned_kernels=tuned.manifest.get("tuned_kernels", 0),
+                    tuned_max_abs_err_vs_ort=_max_err(fns[2](), reference),
+                )
+            rows.append(row)
     return rows
 
 
