@@ -249,8 +249,17 @@ def _rpc_servers(args: argparse.Namespace) -> tuple[tuple[str, ...], str]:
     return parse_servers(args.rpc), args.token or os.environ.get("TIR_RPC_TOKEN", "")
 
 
+STOP_REASONS = {
+    "time budget": "the time budget ran out",
+    "trial budget": "the trial budget was spent",
+    "every task stopped": "every task stopped early: --early-stopping trials without a better config "
+    "(replayed records count), or its space used up; a larger --early-stopping searches on",
+}
+
+
 def _report(summary) -> str:
-    lines = [f"{summary.trials} trials in {summary.seconds:.0f} s"]
+    why = STOP_REASONS.get(summary.stopped)
+    lines = [f"{summary.trials} trials in {summary.seconds:.0f} s" + (f" ({why})" if why else "")]
     for k, st in enumerate(summary.tasks, 1):
         head = f"  {k:2d}. {st.task.label}"
         if not math.isfinite(st.best):

@@ -88,6 +88,9 @@ class TuneSummary:
     trials: int
     seconds: float
     tasks: list[TaskState]
+    # why the run ended: "time budget", "trial budget" or "every task stopped" (each went
+    # early_stopping trials without a better config, replayed ones included, or used its space up)
+    stopped: str = ""
 
     def paired_latency(self) -> tuple[float, float, int]:
         """(tuned, default, tasks): sums of count x cost over the tasks whose default config
@@ -184,15 +187,17 @@ class Tuner:
     def run(self) -> TuneSummary:
         opt = self.options
         start = time.monotonic()
+        stopped = "time budget"
         with self.make_measurer(self.measure_options) as measurer:  # may refuse: before the bar
             bar = _progress(opt.trials, self.trials, opt.progress)
             try:
                 while opt.time_budget_s is None or time.monotonic() - start <= opt.time_budget_s:
                     if not self.step(measurer, bar):
+                        stopped = "trial budget" if self.trials >= opt.trials else "every task stopped"
                         break
             finally:
                 bar.close()
-        return TuneSummary(self.trials, time.monotonic() - start, self.states)
+        return TuneSummary(self.trials, time.monotonic() - start, self.states, stopped)
 
     def step(self, measurer: MeasurerLike, bar: Any = None) -> bool:
         """Measure one batch of the task the scheduler picks; False when there is nothing

@@ -84,6 +84,7 @@ def test_short_tune_records_every_trial(tmp_path):
     )
     summary = tuner.run()
     assert summary.trials == 12 and sum(n for _, n in batches) == 12
+    assert summary.stopped == "trial budget"
     assert {k for k, _ in batches} == keys  # every task got a first batch
     records = db.records()
     assert len(records) == 12
@@ -409,6 +410,19 @@ def test_the_summary_says_which_tasks_were_not_reached_and_what_came_from_earlie
     assert lines[2].endswith("no valid measurement") and lines[3].endswith("not reached (budget)")
     assert lines[-2] == "tuned kernels: 0.01 ms, defaults 0.02 ms (1 of 3 tasks: those with a timed default)"
     assert lines[-1].startswith("effective GFLOP/s: the direct algorithm's FLOPs")
+
+
+def test_the_summary_says_why_the_run_ended_before_its_time_budget(tmp_path):
+    """Every task early-stopped (records replayed from earlier runs count): the run ends long
+    before --time-budget, and the report's first line says so and how to search on."""
+    from autotune.cli_tune import _report
+
+    opts = TuneOptions(trials=1000, batch_size=2, early_stopping=2, time_budget_s=600, progress=False, seed=0)
+    summary = Tuner([_matmul()], Database(tmp_path / "e.db"), opts, FAST).run()
+    assert summary.stopped == "every task stopped" and summary.trials < 1000
+    first = _report(summary).splitlines()[0]
+    assert first.startswith(f"{summary.trials} trials in ") and "every task stopped early" in first
+    assert "--early-stopping" in first
 
 
 def test_each_result_is_committed_as_soon_as_it_is_final(tmp_path):
