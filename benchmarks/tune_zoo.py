@@ -14,6 +14,9 @@ redone), and at the end writes DB's records of this CPU back to tuning_logs/<dev
 issue's budget is 30 minutes per model in all). --new-round first deletes the model's
 model-level records (layout block, depthwise + 1x1 merge) at each thread count, so `tir tune`
 times those choices again with the current kernels instead of keeping an older round's pick.
+A resumed model's tasks count their replayed records towards `tir tune --early-stopping` (48
+trials without a better config), so they stop within minutes whatever --minutes says;
+--early-stopping N passes a larger window on to search for the whole budget.
 `python -m benchmarks.compare --tuned` then times untuned, tuned and onnxruntime side by side.
 """
 
@@ -68,6 +71,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--minutes", type=float, help="search minutes per model and thread count")
     p.add_argument("--db", help="tuning database to use and keep (default: a temporary one)")
     p.add_argument("--new-round", action="store_true", help="drop the model-level records first")
+    p.add_argument("--early-stopping", type=int, help="tir tune --early-stopping (default: its own)")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         db = args.db or str(Path(tmp) / "tuning.db")
@@ -82,6 +86,8 @@ def main(argv: list[str] | None = None) -> None:
                 _forget_model_level(db, onnx_path, args.threads)
             for n in args.threads:
                 budget = ["--time-budget", f"{minutes:g}m", "--trials", "100000"]
+                if args.early_stopping:
+                    budget += ["--early-stopping", str(args.early_stopping)]
                 _tir("tune", str(onnx_path), "--threads", str(n), *budget, "--db", db)
                 _tir("db", "export", "--db", db, "--out", str(LOGS))
 
