@@ -50,6 +50,10 @@ def _isfx(dtype: str, lanes: int) -> str:
     return s if lanes == 1 else f"v{lanes}{s}"
 
 
+MAX_LOAD_STRIDE = 4  # wider strides: the masked load reads more lanes than a gather's
+STRIDED_LOAD_DTYPES = ("float32", "float64", "float16", "int32", "int64")
+
+
 class ExprEmitter(NarrowEmitter):
     """Expression lowering; `env` maps Vars and `bufs` maps Buffers to emitted values."""
 
@@ -333,6 +337,31 @@ class ExprEmitter(NarrowEmitter):
             return index.base
         return None
 
+    def _strided_load(self, buf: ir.Buffer, index: ir.Expr) -> str | None:
+        """A ramp of a small constant stride s (2 to MAX_LOAD_STRIDE: a strided slice, YOLO's
+        Focus): one masked load of lanes x s elements from the base, every s-th kept by a
+        shufflevector (vpermt2ps on AVX-512), instead of a gather (a load per lane). The mask
+        ends at the last element the ramp reads, so nothing past it is touched. AVX-512 only:
+        elsewhere a masked load is scalarized, one load per element of the wide vector."""
+        if not (isinstance(index, ir.Ramp) and isinstance(index.stride, ir.Const) and index.base.lanes == 1):
+            return None
+        if not self.ctx.target.has_feature("avx512f"):
+            return None
+        stride, lanes = int(index.stride.value), index.lanes
+        if not 2 <= stride <= MAX_LOAD_STRIDE or buf.dtype not in STRIDED_LOAD_DTYPES:
+            return None
+        n, mty, align = lanes * stride, mem_ty(buf.dtype), elem_bytes(buf.dtype)
+        vty, mask_ty = vec(mty, n), vec("i1", n)
+        mask = (
+            "<" + ", ".join(f"i1 {'true' if k <= (lanes - 1) * stride else 'false'}" for k in range(n)) + ">"
+        )
+        name = f"llvm.masked.load.{_isfx(buf.dtype, n)}.p0"
+        self.ctx.intrinsic(name, vty, ["ptr", "i32", mask_ty, vty])
+        p = self.address(buf, self.expr(index.base))
+        wide = self.op(f"call {vty} @{name}(ptr {p}, i32 {align}, {mask_ty} {mask}, {vty} poison)")
+        pick = "<" + ", ".join(f"i32 {k * stride}" for k in range(lanes)) + ">"
+        return self.op(f"shufflevector {vty} {wide}, {vty} poison, {vec('i32', lanes)} {pick}")
+
     def _e_Load(self, e: ir.Load) -> Val:
         buf, lanes = e.buffer, e.index.lanes
         mty, align = mem_ty(buf.dtype), elem_bytes(buf.dtype)
@@ -342,6 +371,8 @@ class ExprEmitter(NarrowEmitter):
             raw = Val(self.op(f"load {vec(mty, lanes)}, ptr {p}, align {align}"), buf.dtype, lanes)
         elif isinstance(e.index, ir.Broadcast):
             return self.splat(self._e_Load(ir.Load(buf, e.index.value)), lanes)
+        elif (strided := self._strided_load(buf, e.index)) is not None:
+            raw = Val(strided, buf.dtype, lanes)
         else:
             raw = Val(self._masked("gather", buf, self.expr(e.index)), buf.dtype, lanes)
         if is_bool(buf.dtype):
