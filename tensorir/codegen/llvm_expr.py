@@ -385,7 +385,7 @@ class ExprEmitter(NarrowEmitter):
     def store(self, buf: ir.Buffer, index: ir.Expr, value: ir.Expr) -> None:
         lanes = index.lanes
         folded = self._scalar_minmax_fold(buf, index, value)
-        v = self.splat(self.cast(folded or self.expr(value), buf.dtype), lanes)
+        v = self.splat(self.cast(folded if folded is not None else self.expr(value), buf.dtype), lanes)
         if v.lanes != lanes:
             raise TirError(f"store of a {v.lanes}-lane value to {lanes} elements of {buf.name!r}")
         mty, align = mem_ty(buf.dtype), elem_bytes(buf.dtype)

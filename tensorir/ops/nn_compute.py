@@ -24,7 +24,8 @@ import tensorir.ops.nn
 import tensorir.ops.pool  # noqa: F401
 from tensorir.dtypes import elem_bytes
 from tensorir.loop.arith import is_float
-from tensorir.loop.ir import Const, Expr
+from tensorir.loop.ir import Const, Expr, Select
+from tensorir.loop.visitor import walk
 from tensorir.schedule.schedule import Schedule, Stage
 from tensorir.schedule.space import knob
 from tensorir.schedule.te import IterVar, Tensor, all_, cast, compute, if_then_else
@@ -232,9 +233,6 @@ def vectorize_pad_block(st: Stage, lanes: int) -> None:
 
 def _bounds_test_reads(st: Stage, axis: IterVar) -> bool:
     """Whether a condition of the stage's body (pad_spatial's bounds test) depends on `axis`."""
-    from tensorir.loop.ir import Select
-    from tensorir.loop.visitor import walk
-
     conds = [n.cond for n in walk(st.op.body) if isinstance(n, Select)]
     return any(n is axis for c in conds for n in walk(c))
 
