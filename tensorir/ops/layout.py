@@ -31,7 +31,7 @@ import numpy as np
 from tensorir.errors import ShapeError
 from tensorir.graph.types import TensorType
 from tensorir.ops.conv import Ints, conv, out_spatial, spatial_attrs
-from tensorir.ops.conv_tile import default_oc_blocks, oc_block_choices, tile_pixels
+from tensorir.ops.conv_tile import default_oc_blocks, oc_block_choices, pixel_oc_blocks, tile_pixels
 from tensorir.ops.infer import Types
 from tensorir.ops.registry import register_op
 
@@ -370,9 +370,14 @@ def schedule_conv_nchwc(s: Any, outputs: Sequence[Any], target: Any, wide_tile: 
         mb = wide * wide_tile(acc, target.num_vector_registers)
         va = acc.tensor.shape[-1]
     else:
-        mb_choices = oc_block_choices(m.extent) if dense else [1]
+        out_pixels = oh.extent * ow.extent
+        mb_choices = oc_block_choices(m.extent, out_pixels) if dense else [1]
         regs = target.num_vector_registers
-        mb = knob("oc_blocks", mb_choices, default_oc_blocks(mb_choices, j.extent, lanes, regs))
+        if out_pixels == 1 and dense:
+            mb_default = pixel_oc_blocks(mb_choices, m.extent)
+        else:
+            mb_default = default_oc_blocks(mb_choices, j.extent, lanes, regs)
+        mb = knob("oc_blocks", mb_choices, mb_default)
         va = v
     mo, mi = y.split(m, factor=mb)
     # rows per parallel iteration (and, with pad_at "chunk", per padded input block); the

@@ -187,3 +187,35 @@ def test_odd_block_count_default(target, blocks, tile):
     space = kernel_space("conv2d_nchwc", [TensorType(a.shape) for a in ins], {"group": 1}, tgt)
     default = space.default()
     assert (default["oc_blocks"], default["ow_tile"]) == (blocks, tile)
+
+
+@pytest.mark.parametrize(
+    ("target", "blocks", "default"),
+    [("host", 80, 8), ("x86_64-v3", 80, 8), ("linux-arm64", 12, 6), ("host", 8, 4), ("host", 1, 1)],
+)
+def test_one_pixel_conv_streams_eight_weight_blocks(target, blocks, default):
+    """A 1x1 conv to one output pixel (PP-LCNet's 512 -> 1280 on pooled features) is a
+    matrix-vector product bound by its weight streams: the tile takes up to
+    conv_tile.PIXEL_OC_BLOCKS output blocks, as long as two tiles remain for two threads;
+    a conv with more pixels keeps the divisors up to 6."""
+    tgt = get_target(target)
+    lanes = tgt.vector_lanes("float32")
+    x, w, b = _case(2 * lanes, blocks * lanes, 1, 1, seed=8)
+    ins = [pack_array(x, lanes), pack_weight(w, lanes, lanes, False), b.reshape(-1, lanes)]
+    space = kernel_space("conv2d_nchwc", [TensorType(a.shape) for a in ins], {"group": 1}, tgt)
+    assert space.default()["oc_blocks"] == default
+    choices = next(kn for kn in space.knobs("direct") if kn.name == "oc_blocks").choices
+    assert max(choices) == min(8, max(d for d in range(1, 9) if blocks % d == 0))
+    wider = [TensorType((1, 2, 2, 2, lanes)), *(TensorType(a.shape) for a in ins[1:])]
+    wider_space = kernel_space("conv2d_nchwc", wider, {"group": 1}, tgt)
+    assert max(next(kn for kn in wider_space.knobs("direct") if kn.name == "oc_blocks").choices) <= 6
+
+
+def test_one_pixel_conv_numerics():
+    x, w, b = _case(3 * L, 40 * L, 1, 1, seed=9)
+    ins = [pack_array(x, L), pack_weight(w, L, L, False), b.reshape(-1, L)]
+    func, spec = _build("conv2d_nchwc", ins, {"group": 1})
+    assert re.search(rf"allocate\(f32\[1,8,1,1,{L}\], \"local\"\)", str(func)), "8 blocks per tile"
+    got = run_built(func, spec, ins, (1, 40, 1, 1, L))
+    ref = conv(x.astype(np.float64), w.astype(np.float64), b.astype(np.float64))
+    _check(unpack_array(got), ref)

@@ -102,3 +102,18 @@ def test_float16_panels_follow_the_float32_accumulator():
     get_backend(HOST).jit(func, HOST)(x, spec.transforms[1](w), out, *scratch_arrays(func))
     ref = x.astype(np.float64) @ w.T.astype(np.float64)
     assert float(np.max(np.abs(out - ref))) / float(np.max(np.abs(ref))) < 1e-3
+
+
+@pytest.mark.parametrize("n", [1000, 1003])
+def test_gemv_streams_eight_weight_rows(n):
+    """A GEMV (one input row) reads each weight once: 8 weight rows per step by default
+    (dense_compute.GEMV_ROW_BLOCK, 8 accumulators, 8 streams from memory); 1003 rows leave
+    a guarded tail of 3. Against float64 numpy."""
+    x, w = _operands(1, 320, n, seed=5)
+    types = [TensorType(x.shape), TensorType(w.shape)]
+    assert kernel_space("dense", types, {}, HOST).default()["gemv_rows"] == 8
+    func, spec = build_kernel("dense", types, {}, HOST, const_args=frozenset({1}))
+    assert spec.op == "dense"
+    assert str(func).count("dense_part[ramp(") >= 16  # 8 zeroed + 8 accumulated per step
+    got = run_built(func, spec, [x, w], (1, n))
+    _check(got, x.astype(np.float64) @ w.T.astype(np.float64))
