@@ -179,7 +179,7 @@ def hard_sigmoid(x, alpha=0.2, beta=0.5):
 
 @register_op("hard_swish", infer=same_as(0), **EW)
 def hard_swish(x):
-    return _keep(_f(x) * np.clip(_f(x) / 6 + 0.5, 0, 1), x)
+    return _keep(_f(x) * np.clip(_f(x) * (1 / 6) + 0.5, 0, 1), x)  # ONNX: alpha 1/6, beta 1/2
 
 
 @register_op("softplus", infer=same_as(0), **EW)
@@ -197,7 +197,7 @@ def gelu(x, approximate="none"):
     v = _f(x)
     if approximate == "tanh":
         return _keep(0.5 * v * (1 + np.tanh(math.sqrt(2 / math.pi) * (v + 0.044715 * v**3))), x)
-    return _keep(0.5 * v * (1 + _erf(v / math.sqrt(2))), x)
+    return _keep(0.5 * v * (1 + _erf(v * math.sqrt(0.5))), x)
 
 
 @register_op("mish", infer=same_as(0), **EW)

@@ -227,7 +227,10 @@ def _hard_sigmoid(x: Expr, alpha: float = 0.2, beta: float = 0.5) -> Expr:
 
 
 def _hard_swish(x: Expr) -> Expr:
-    return x * _clamp01(x / _c(x, 6) + _c(x, 0.5))
+    """x * hard_sigmoid(x, 1/6, 1/2), as ONNX defines it: a multiply, not a divide by 6 (a
+    vector divide per element costs as much as a dozen FMAs on Zen 4 and stalled PP-LCNet's
+    depthwise + 1x1 kernels)."""
+    return x * _hard_sigmoid(x, 1 / 6, 0.5)
 
 
 def log1p_unit(y: Expr) -> Expr:
@@ -256,7 +259,8 @@ def _gelu(x: Expr, approximate: str = "none") -> Expr:
     if approximate == "tanh":
         inner = _c(x, math.sqrt(2 / math.pi)) * (x + _c(x, 0.044715) * x * x * x)
         return _c(x, 0.5) * x * (_c(x, 1) + math_call("tanh", inner))
-    return _c(x, 0.5) * x * (_c(x, 1) + math_call("erf", x / _c(x, math.sqrt(2))))
+    # x * (1 / sqrt(2)): a multiply, as onnxruntime's Gelu does, not a vector divide per element
+    return _c(x, 0.5) * x * (_c(x, 1) + math_call("erf", x * _c(x, math.sqrt(0.5))))
 
 
 def _mish(x: Expr) -> Expr:
