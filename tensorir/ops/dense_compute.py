@@ -38,8 +38,19 @@ GEMV_LANES = 16  # partial sums per output (4 NEON vectors, 1 AVX-512 vector)
 GEMV_MAX_ROWS = 2
 # weight rows per inner step: independent accumulators, and each row a stream from memory
 # (the weights are read once each): 8 streams pull more bandwidth than 4 (MobileNetV2's
-# 1280 -> 1000 classifier, 5 MB, in the model, one thread, Zen 4: 0.216 -> 0.179 ms)
+# 1280 -> 1000 classifier, 5 MB, in the model, one thread, Zen 4: 0.216 -> 0.179 ms), where
+# the register file holds their sums (AVX-512: 8 of 32; AVX2 and NEON, whose sums take 2 and
+# 4 vectors a row, keep 4 rows: 8 spilled)
 GEMV_ROW_BLOCK = 8
+GEMV_SMALL_ROW_BLOCK = 4
+
+
+def gemv_row_block(target: Target) -> int:
+    """The default weight rows per step: GEMV_ROW_BLOCK where their sums, the x vectors and a
+    spare fit the registers, else GEMV_SMALL_ROW_BLOCK."""
+    per_row = max(1, GEMV_LANES // target.vector_lanes("float32"))
+    fits = (GEMV_ROW_BLOCK + 1) * per_row + 2 <= target.num_vector_registers
+    return GEMV_ROW_BLOCK if fits else GEMV_SMALL_ROW_BLOCK
 
 
 def is_gemv(m: int, k: int) -> bool:
@@ -70,7 +81,8 @@ def schedule_dense(s: Schedule, outputs: Sequence[Tensor], target: Target) -> No
     inline_elementwise(s)
     i, j, lane = part.op.axis
     (ko,) = part.op.reduce_axis
-    block = knob("gemv_rows", [r for r in (1, 2, 4, 8) if r <= j.extent], pick_rows(j.extent, GEMV_ROW_BLOCK))
+    rows = [r for r in (1, 2, 4, 8) if r <= j.extent]
+    block = knob("gemv_rows", rows, pick_rows(j.extent, gemv_row_block(target)))
     jo, ji = part.split(j, factor=block)
     outer = fuse_all(part, [i, jo])
     part.reorder(outer, ko, ji, lane)
