@@ -113,6 +113,21 @@ def _flops(ins: Types, attrs: Any, out: TensorType) -> int:
     return 2 * steps * rt.shape[0] * rt.shape[1] * rt.shape[2] + 10 * out.size
 
 
+def block_rt(rt: np.ndarray, width: int) -> np.ndarray:
+    """rt (dirs, H, G*H) with its elements reordered into blocks of `width` gate columns, each
+    block's H rows contiguous (the shape stays): what one parallel iteration of the kernel's
+    step product reads becomes one stream instead of H slices a row apart."""
+    dirs, hidden, gh = rt.shape
+    blocks = rt.reshape(dirs, hidden, gh // width, width).transpose(0, 2, 1, 3)
+    return np.ascontiguousarray(blocks).reshape(dirs, hidden, gh)
+
+
+def unblock_rt(rt: np.ndarray, width: int) -> np.ndarray:
+    """The inverse of block_rt."""
+    dirs, hidden, gh = rt.shape
+    return rt.reshape(dirs, gh // width, hidden, width).transpose(0, 2, 1, 3).reshape(dirs, hidden, gh)
+
+
 def input_names(attrs: Mapping[str, Any]) -> list[str]:
     """The recurrence's inputs in order (module docstring): xp, rt, h0[, c0][, lens][, p][, rbh]."""
     names = ["xp", "rt", "h0"] + (["c0"] if attrs["cell"] == "lstm" else [])
@@ -136,8 +151,12 @@ def recurrence(
     rbh: bool = False,
     linear_before_reset: int = 0,
     input_forget: int = 0,
+    rt_block: int = 0,
 ) -> tuple[np.ndarray, ...]:
-    """The steps in float64, one direction at a time, batch entries masked past their length."""
+    """The steps in float64, one direction at a time, batch entries masked past their length
+    (`rt_block`: rt's elements are in gate blocks, block_rt)."""
+    if rt_block:
+        rt = unblock_rt(rt, rt_block)
     names = input_names({"cell": cell, "lens": lens, "peepholes": peepholes, "rbh": rbh})
     extra = dict(zip(names[3:], rest, strict=True))
     xp = np.asarray(xproj, np.float64)

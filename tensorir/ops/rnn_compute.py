@@ -142,10 +142,19 @@ class _Step:
         k = reduce_axis(self.hidden, "k")
         acc = compute(
             (self.dirs, self.batch, width),
-            lambda d, b, n: sum_(h(d, b, k) * load(rt, (d, k, lo + n), self.dt), axis=k),
+            lambda d, b, n: sum_(h(d, b, k) * load(rt, self.rt_index(d, k, lo + n), self.dt), axis=k),
             name=f"{name}_acc",
         )
         return compute(acc.shape, lambda d, b, n: acc[d, b, n], name=name)
+
+    def rt_index(self, d: Expr, k: Expr, n: Expr) -> tuple[Expr, ...]:
+        """rt's element (d, k, n), in rt_block's gate blocks where it has them (rnn.block_rt)."""
+        width = self.a.get("rt_block", 0)
+        if not width:
+            return (d, k, n)
+        gh = self.arg["rt"].shape[2]
+        flat = (n // width) * (self.hidden * width) + k * width + n % width
+        return (d, flat // gh, flat % gh)
 
     def hp(self, d: Expr, b: Expr, k: Expr) -> Expr:
         return self.prev("h", d, b, k)
@@ -252,6 +261,17 @@ def schedule_matvec(acc: Stage, gates: Stage, target: Target) -> None:
     acc.unroll(bi)
     acc.unroll(au)
     acc.vectorize(av)
+
+
+def rt_block_width(in_types: Sequence[TensorType], attrs: dict[str, Any], target: Target) -> int:
+    """The gate columns per parallel iteration of the step product (schedule_matvec's block),
+    where rt can be read in such blocks: one product over all of rt's columns (LSTM, RNN, GRU
+    with linear_before_reset) in more than one block; else 0."""
+    xp, rt = in_types[:2]
+    gh = rt.shape[2]
+    single = attrs["cell"] != "gru" or attrs.get("linear_before_reset", 0)
+    v, u = pick_block(gh, target.vector_lanes(acc_type(xp.dtype)), MAX_TILE_VECTORS)
+    return v * u if single and v * u < gh else 0
 
 
 def schedule_step(s: Schedule, target: Target) -> None:
