@@ -21,7 +21,7 @@ blocks in parallel when a step has enough work; the gate math is vectorized acro
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from tensorir.graph.types import TensorType
@@ -263,7 +263,7 @@ def schedule_matvec(acc: Stage, gates: Stage, target: Target) -> None:
     acc.vectorize(av)
 
 
-def rt_block_width(in_types: Sequence[TensorType], attrs: dict[str, Any], target: Target) -> int:
+def rt_block_width(in_types: Sequence[TensorType], attrs: Mapping[str, Any], target: Target) -> int:
     """The gate columns per parallel iteration of the step product (schedule_matvec's block),
     where rt can be read in such blocks: one product over all of rt's columns (LSTM, RNN, GRU
     with linear_before_reset) in more than one block; else 0."""
