@@ -73,3 +73,36 @@ def test_build_ab_ratio_averages_the_copies_of_each_build():
     np.testing.assert_allclose(ab_ratios(blocks), [1.96 / 2.04] * 2)  # a slow round reads the same
     same = np.array([[1.04, 1.00, 1.00, 1.04, 2.0]])  # one build's four copies: the offsets cancel
     np.testing.assert_allclose(ab_ratios(same), [1.0])
+
+
+def _probes(*scalings):
+    """A probe returning (1-thread, 2-thread) GFLOP/s with these scalings, in turn."""
+    it = iter(scalings)
+    return lambda: (100.0, 100.0 * next(it))
+
+
+@pytest.mark.parametrize(
+    "scalings, measured, expected",
+    [
+        ((1.9, 1.95), 1, 1.9),  # idle around the row: one measurement
+        ((1.9, 1.2, 1.1, 1.92, 1.91, 1.93), 3, 1.91),  # busy, busy, then idle on both sides
+        ((1.2, 1.9, 1.9, 1.1, 1.3, 1.4), 3, 1.3),  # still busy after two retries: flagged
+    ],
+)
+def test_a_multi_thread_row_is_taken_again_while_the_second_core_is_busy(
+    monkeypatch, scalings, measured, expected
+):
+    monkeypatch.setattr(cmp, "PAUSE_S", 0.0)
+    monkeypatch.setattr(cmp, "WARM_S", 0.0)
+    calls = collections.Counter()
+    fn = lambda: calls.update("f")  # noqa: E731
+    blocks, scaling = cmp.blocks_on_idle_cores([fn], 5, 0, threads=2, retries=2, probe=_probes(*scalings))
+    assert calls["f"] == measured * (1 + cmp.BLOCK) and blocks.shape == (1, 1)
+    assert scaling == pytest.approx(expected)
+
+
+def test_one_thread_rows_take_no_probe(monkeypatch):
+    monkeypatch.setattr(cmp, "PAUSE_S", 0.0)
+    monkeypatch.setattr(cmp, "WARM_S", 0.0)
+    blocks, scaling = cmp.blocks_on_idle_cores([lambda: None], 5, 0, threads=1, retries=2, probe=_probes())
+    assert scaling is None and blocks.shape == (1, 1)
