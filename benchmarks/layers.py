@@ -4,6 +4,7 @@
     python -m benchmarks.layers resnet18 --threads 2 --filter 3x3
     python -m benchmarks.layers resnet50 --algorithm direct    # every conv forced to direct
     python -m benchmarks.layers .wild/captcha_det.onnx         # any .onnx with static input shapes
+    python -m benchmarks.layers squeezenet1_1 --scaling 2      # where a second thread does not pay
 
 Compiles the model (tensorir.pipeline.compile_model, so the optimized graph is at hand),
 profiles every kernel with Module.profile (median of --repeat calls each, over the model's
@@ -33,8 +34,11 @@ import argparse
 import json
 import math
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from benchmarks.peak import load_peak
 from benchmarks.zoo import build, sample_inputs
@@ -135,8 +139,8 @@ def forced_records(model, algorithm: str) -> dict[str, dict]:
     return {t.key: {"algorithm": algorithm} for t in tasks if algorithm in t.space().algorithms}
 
 
-def profile_layers(name: str, threads: int, repeat: int, algorithm: str | None = None) -> list[dict]:
-    from tensorir.graph.flops import node_flops
+def compile_layers(name: str, algorithm: str | None = None):
+    """(model, build, Module, op nodes, anchor names) of a zoo name or an .onnx file."""
     from tensorir.pipeline import compile_model
     from tensorir.runtime.module import Module
 
@@ -152,10 +156,20 @@ def profile_layers(name: str, threads: int, repeat: int, algorithm: str | None =
         print(f"--algorithm {algorithm}: pinned for {len(records)} workloads")
     b = compile_model(model, records=records)
     mod = Module(b.write(tempfile.mkdtemp(prefix="tir-layers-")))
-    mod.set_num_threads(threads)
     nodes = list(b.graph.op_nodes())
-    names = anchor_names(model, b.graph, nodes)
+    return model, b, mod, nodes, anchor_names(model, b.graph, nodes)
+
+
+def profile_layers(name: str, threads: int, repeat: int, algorithm: str | None = None) -> list[dict]:
+    model, b, mod, nodes, names = compile_layers(name, algorithm)
+    mod.set_num_threads(threads)
     prof = mod.profile(sample_inputs(model), repeat=repeat)
+    return layer_rows(b, mod, nodes, names, prof, threads)
+
+
+def layer_rows(b, mod, nodes: list[int], names: dict[int, str], prof: list[dict], threads: int) -> list[dict]:
+    from tensorir.graph.flops import node_flops
+
     total = sum(r["seconds"] for r in prof)
     peak = load_peak(threads)
     rows = []
@@ -183,6 +197,48 @@ def profile_layers(name: str, threads: int, repeat: int, algorithm: str | None =
             }
         )
     return rows
+
+
+def profile_scaling(name: str, threads: int, repeat: int, rounds: int = 3) -> list[dict]:
+    """Every kernel profiled in place at 1 and at `threads` threads, the two alternating for
+    `rounds` rounds (one build, so only the thread count differs); per kernel the median ms
+    of each (`ms_1`, `ms_n`), the speed-up and `lost_ms`: what it takes beyond a perfect
+    speed-up (ms_n - ms_1 / threads). Sorted by lost_ms, largest first."""
+    model, b, mod, nodes, names = compile_layers(name)
+    feeds = sample_inputs(model)
+    times: dict[int, list[list[float]]] = {1: [], threads: []}
+    for _ in range(rounds):
+        for n in (1, threads):
+            mod.set_num_threads(n)
+            times[n].append([r["seconds"] * 1e3 for r in mod.profile(feeds, repeat=repeat)])
+    rows = layer_rows(b, mod, nodes, names, mod.profile(feeds, repeat=1), threads)
+    return scaling_rows(rows, np.median(times[1], axis=0), np.median(times[threads], axis=0), threads)
+
+
+def scaling_rows(rows: list[dict], ms_1: Sequence[float], ms_n: Sequence[float], threads: int) -> list[dict]:
+    out = [
+        {**r, "ms_1": a, "ms_n": b, "speedup": a / b, "lost_ms": b - a / threads}
+        for r, a, b in zip(rows, ms_1, ms_n, strict=True)
+    ]
+    return sorted(out, key=lambda r: -r["lost_ms"])
+
+
+def print_scaling(rows: list[dict], threads: int, top: int = 25) -> None:
+    head = f"{'kernel':<18} {'node':<22} {'kind':<34} {'workload':<24}"
+    print(head + f" {'ms@1':>7} {f'ms@{threads}':>7} {'x':>5} {'lost':>6}")
+    for r in rows[:top]:
+        kind = r["kind"].replace("conv2d_nchwc", "conv")
+        print(
+            f"{r['symbol'][:18]:<18} {r['node'][-22:]:<22} {kind[:34]:<34} {r['workload'][:24]:<24}"
+            f" {r['ms_1']:>7.3f} {r['ms_n']:>7.3f} {r['speedup']:>5.2f} {r['lost_ms']:>6.3f}"
+        )
+    one, many = sum(r["ms_1"] for r in rows), sum(r["ms_n"] for r in rows)
+    lost = sum(max(0.0, r["lost_ms"]) for r in rows)
+    shown = sum(max(0.0, r["lost_ms"]) for r in rows[:top])
+    print(
+        f"{len(rows)} kernels: {one:.2f} ms at 1 thread, {many:.2f} ms at {threads} ({one / many:.2f}x); "
+        f"{lost:.2f} ms beyond a perfect speed-up, {shown:.2f} in the rows shown"
+    )
 
 
 def _selected(r: dict, flt: str | None, everything: bool) -> bool:
@@ -231,8 +287,22 @@ def main(argv: list[str] | None = None) -> None:
         default=None,
         help="force this conv algorithm (direct, im2col, winograd2/4/6) where a conv's space has it",
     )
+    p.add_argument(
+        "--scaling",
+        type=int,
+        metavar="N",
+        help="profile at 1 and N threads (alternating rounds, one build) and list the kernels by the "
+        "time they take beyond a perfect N-fold speed-up",
+    )
     p.add_argument("--out", default=None)
     args = p.parse_args(argv)
+    if args.scaling:
+        rows = profile_scaling(args.model, args.scaling, args.repeat)
+        print_scaling(rows, args.scaling)
+        out = Path(args.out or RESULTS / f"layers_{args.model}_scaling{args.scaling}.json")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(rows, indent=1, default=float) + "\n")
+        return
     rows = profile_layers(args.model, args.threads, args.repeat, args.algorithm)
     print_table(rows, args.filter, args.all)
     suffix = f"_{args.algorithm}" if args.algorithm else ""
