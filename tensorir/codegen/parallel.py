@@ -17,17 +17,17 @@ a destructor (a .fini_array entry: dlclose, exit) sets a quit flag, wakes them a
 them, so no worker runs the library's code after it is unmapped.
 A launch bumps a 32-bit generation word (24-bit counter | 8-bit thread count: workers
 1 .. threads-1 take part, the rest stay idle); a worker spins on it briefly (`pause` /
-`yield`), then sleeps in futex(FUTEX_WAIT); the launcher wakes sleepers only when there
-are any, claims chunks itself, then waits (spin, then futex) for the done counter to
-reach n. Each thread adds the chunks it ran to that counter once, when it finds none left
-to claim, not after every chunk: one cache-line transfer per thread instead of one per chunk
-(a launch of 8 chunks on 2 threads, Zen 4 VM: 0.55 -> 0.43 us; tests/codegen/test_parallel.py
-prints the 2-chunk figure). Launches are serialized by a busy flag: a nested or concurrent
-launch runs its whole range on its own thread. A child after fork() notices the pid change and starts a
-fresh pool. Thread count default: the CPUs in the process's affinity mask
-(sched_getaffinity), at most 128; a Target with num_threads set bakes that count in as
-the initial value instead (tir_set_num_threads still overrides it).
-
+`yield`, with a sched_yield every YIELD_EVERY pauses), then sleeps in futex(FUTEX_WAIT); the
+launcher wakes sleepers only when there are any, claims chunks itself, then waits (spin with
+the same yields, then futex) for the done counter to reach n. Each thread adds the chunks it
+ran to that counter once, when it finds none left to claim, not after every chunk: one
+cache-line transfer per thread instead of one per chunk (a launch of 8 chunks on 2 threads, Zen 4
+VM: 0.55 -> 0.43 us; tests/codegen/test_parallel.py prints the 2-chunk figure). Launches are
+serialized by a busy flag: a nested or concurrent launch runs its whole range on its own
+thread. A child after fork() notices the pid change and starts a fresh pool. Thread count
+default: the CPUs in the process's affinity mask (sched_getaffinity), at most 128; a Target
+with num_threads set bakes that count in as the initial value instead (tir_set_num_threads
+still overrides it).
 Only libc is needed: pthread_create / pthread_join / pthread_attr_{init,setstacksize,
 setdetachstate,destroy}, syscall, getpid (all in glibc >= 2.34 and bionic libc). Every runtime symbol is
 `weak` (hidden, except the two exported functions), so objects that each carry a copy
@@ -45,6 +45,15 @@ from tensorir.target import Target
 PARALLEL_FOR = "tir_parallel_for"
 MAX_THREADS = 128
 CHUNKS_PER_THREAD = 4
+# sched_yield's syscall number. A spinning thread (a worker waiting for a launch, the launcher
+# waiting for the last chunk) yields every YIELD_EVERY pauses (a few microseconds; a launch of
+# back-to-back kernels never waits that long): when another process holds one core, the
+# scheduler puts the launcher and the worker on the other, where a thread spinning kept the
+# one it waited for off the core. `python -m benchmarks.busy_core`, 2 threads over 1 with a
+# busy process on the second core, before -> after: ResNet-18 1.39-1.48 -> 0.95-1.08,
+# MobileNetV2-96 1.60-1.93 -> 0.98-1.11 (onnxruntime 1.05-1.17 and 2.5-2.7); idle, unchanged.
+SCHED_YIELD = {"x86_64": 24, "aarch64": 124}
+YIELD_EVERY = 2048
 LIBC_SYMBOLS = (
     "pthread_create",
     "pthread_attr_init",
@@ -94,6 +103,8 @@ def runtime_ir(target: Target) -> str:
         max_threads=MAX_THREADS,
         threads=target.num_threads or 0,
         chunks_per_thread=CHUNKS_PER_THREAD,
+        sched_yield=SCHED_YIELD[target.arch],
+        yield_mask=YIELD_EVERY - 1,
     )
 
 
@@ -174,6 +185,20 @@ clamp:
   %big = icmp sgt i32 %n, $max_threads
   %m = select i1 %big, i32 $max_threads, i32 %n
   ret i32 %m
+}
+
+; one step of a spin-wait: a pause, and every YIELD_EVERY-th step the core to whoever waits for it
+define internal void @tir_rt_relax(i32 %step) nounwind alwaysinline {
+entry:
+  $pause
+  %tick = and i32 %step, $yield_mask
+  %now = icmp eq i32 %tick, 0
+  br i1 %now, label %yield, label %out
+yield:
+  %y = call i64 (i64, ...) @syscall(i64 $sched_yield)
+  br label %out
+out:
+  ret void
 }
 
 define weak hidden void @tir_rt_futex_wait(ptr %addr, i32 %val) nounwind {
@@ -278,8 +303,8 @@ spin:
   %new = icmp ne i32 %g, %seen
   br i1 %new, label %work, label %spin_more
 spin_more:
-  $pause
   %s1 = add i32 %s, 1
+  call void @tir_rt_relax(i32 %s1)
   %again = icmp ult i32 %s1, $spin
   br i1 %again, label %spin, label %sleep
 sleep:
@@ -452,8 +477,8 @@ wait:
   %fin = icmp eq i32 %d, %chunks
   br i1 %fin, label %finish, label %wait_more
 wait_more:
-  $pause
   %s1 = add i32 %s, 1
+  call void @tir_rt_relax(i32 %s1)
   %again = icmp ult i32 %s1, $spin
   br i1 %again, label %wait, label %msleep
 msleep:

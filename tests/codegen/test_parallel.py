@@ -104,3 +104,49 @@ def test_pool_survives_fork():
     _, status = os.waitpid(pid, 0)
     set_num_threads(None)
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+
+
+def _function(ir_text: str, name: str) -> str:
+    start = ir_text.index(f"@{name}(")
+    return ir_text[start : ir_text.index("\n}\n", start)]
+
+
+def test_spinning_threads_yield_the_core():
+    """The worker waiting for a launch and the launcher waiting for the last chunk call
+    sched_yield inside their spin loops (before they sleep in futex): a thread spinning on the
+    core it shares with the one it waits for kept that one off the core
+    (`python -m benchmarks.busy_core`)."""
+    from tensorir.codegen.parallel import SCHED_YIELD, YIELD_EVERY, runtime_ir
+    from tensorir.target import get_target
+
+    for target, number in (("host", SCHED_YIELD["x86_64"]), ("linux-arm64", SCHED_YIELD["aarch64"])):
+        text = runtime_ir(get_target(target))
+        relax = _function(text, "tir_rt_relax")
+        assert f"and i32 %step, {YIELD_EVERY - 1}" in relax and f"@syscall(i64 {number})" in relax
+        for fn, loop in (("tir_rt_worker", "spin_more"), ("tir_parallel_for", "wait_more")):
+            body = _function(text, fn)
+            spin = body[body.index(f"\n{loop}:") : body.index("futex_wait", body.index(f"\n{loop}:"))]
+            assert "call void @tir_rt_relax(i32 %s1)" in spin, (target, fn)
+
+
+def test_two_threads_on_one_core_finish_and_agree():
+    """The process pinned to one CPU with 2 threads: every launch completes and the results
+    match the reference (the launcher and the worker take turns on the core)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import os, numpy as np\n"
+        "os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})\n"
+        "from tensorir.runtime.jit import compile_host, set_num_threads\n"
+        "from tests.codegen import kernels as K\n"
+        "case = K.parallel_heavy(n=64, m=500)\n"
+        "args = case.make(np.random.default_rng(0))\n"
+        "run = compile_host(case.func).bind(*args)\n"
+        "set_num_threads(2)\n"
+        "for _ in range(300): run()\n"
+        "np.testing.assert_allclose(args[1], case.expect(args)[1], rtol=case.rtol)\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
