@@ -210,8 +210,9 @@ def profile_scaling(name: str, threads: int, repeat: int, rounds: int = 3) -> li
     for _ in range(rounds):
         for n in (1, threads):
             mod.set_num_threads(n)
-            times[n].append([r["seconds"] * 1e3 for r in mod.profile(feeds, repeat=repeat)])
-    rows = layer_rows(b, mod, nodes, names, mod.profile(feeds, repeat=1), threads)
+            prof = mod.profile(feeds, repeat=repeat)
+            times[n].append([r["seconds"] * 1e3 for r in prof])
+    rows = layer_rows(b, mod, nodes, names, prof, threads)  # the last round's, at `threads`
     return scaling_rows(rows, np.median(times[1], axis=0), np.median(times[threads], axis=0), threads)
 
 
