@@ -1,9 +1,18 @@
 """Static memory plan: every intermediate tensor gets an offset in one workspace.
 
 Tensors whose lifetimes (first write .. last read, in execution order) do not overlap
-may share bytes. Offsets come from the greedy-by-size strategy of TFLite's arena
-planner: place the largest tensors first, each at the lowest offset that does not
-collide with an already placed tensor alive at the same time.
+may share bytes. Offsets come from two greedy orders (two of those in TFLite's GPU delegate,
+memory_management/): each tensor in turn takes the lowest offset that does not collide with an
+already placed tensor alive at the same time, the tensors taken largest first ("size", also
+the order of TFLite's arena planner) or in execution order ("in order"); the plan keeps the
+smaller workspace (ties: by size). Neither wins everywhere. Size reaches the lower bound below
+on most of the zoo, but leaves MobileNetV2-224 at 2,709,504 B against 2,408,448 B in order,
+ResNet-50 at 9,633,792 B against 8,028,160 B and DenseNet-121 at 10,436,608 B against
+10,151,936 B (compiled workspaces, the kernels' scratch included); in order loses on
+MobileNetV2-96 (1,327,104 B against 1,032,192 B) and the BERT encoder. A third order, by
+breadth (the steps with the most bytes alive first), matched in order on ResNet-50 and lost on
+ResNet-18 and DenseNet-121. Both orders are first fit: planning these models takes well under
+a millisecond.
 
 Graph inputs, outputs and constants live outside the workspace (the caller's buffers
 and the weights). Ops that only reinterpret their input (reshape, identity) alias it:
@@ -59,12 +68,13 @@ class MemoryPlan:
     no_reuse: int
     lower_bound: int
     concats_in_place: int = 0  # concats whose inputs are slices of their output (no copy)
+    order: str = "size"  # the greedy order that gave the offsets (ORDERS)
 
     def summary(self) -> str:
         ratio = self.workspace / self.lower_bound if self.lower_bound else 1.0
         share = self.workspace / self.no_reuse if self.no_reuse else 1.0
         return (
-            f"workspace {self.workspace:,} B in {len(self.buffers)} buffers "
+            f"workspace {self.workspace:,} B in {len(self.buffers)} buffers, {self.order} "
             f"({ratio:.3f} x lower bound {self.lower_bound:,} B, "
             f"{share:.3f} x no-reuse {self.no_reuse:,} B)"
             + (f"; {self.concats_in_place} concats in place" if self.concats_in_place else "")
@@ -120,10 +130,23 @@ def _lower_bound(buffers: list[Buffer]) -> int:
     return max((sum(b.size for b in buffers if b.start <= s <= b.end) for s in range(last + 1)), default=0)
 
 
+def _by_size(buffers: list[Buffer]) -> list[Buffer]:
+    return sorted(buffers, key=lambda b: (-b.size, b.start))
+
+
+def _in_order(buffers: list[Buffer]) -> list[Buffer]:
+    return sorted(buffers, key=lambda b: (b.start, -b.size))
+
+
+ORDERS = {"size": _by_size, "in order": _in_order}
+
+
 def _place(buffers: list[Buffer]) -> int:
+    """First fit in the given order: each buffer at the lowest offset clear of the placed
+    buffers alive at the same time. Sets the offsets; returns the workspace."""
     placed: list[Buffer] = []
     top = 0
-    for buf in sorted(buffers, key=lambda b: (-b.size, b.start)):
+    for buf in buffers:
         busy = sorted((p.offset, p.offset + p.size) for p in placed if p.overlaps_in_time(buf))
         offset = 0
         for lo, hi in busy:
@@ -134,6 +157,20 @@ def _place(buffers: list[Buffer]) -> int:
         placed.append(buf)
         top = max(top, offset + buf.size)
     return top
+
+
+def _place_best(buffers: list[Buffer]) -> tuple[int, str]:
+    """(workspace, order): the offsets of the ORDERS that needs the least workspace (the
+    first of equals), set on `buffers`."""
+    best: tuple[int, str, list[int]] | None = None
+    for name, order in ORDERS.items():
+        top = _place(order(buffers))
+        if best is None or top < best[0]:
+            best = (top, name, [b.offset for b in buffers])
+    assert best is not None
+    for b, off in zip(buffers, best[2], strict=True):
+        b.offset = off
+    return best[0], best[1]
 
 
 def _merge_slices(buffers: dict[Value, Buffer], slices: ConcatSlices) -> None:
@@ -164,7 +201,7 @@ def plan_memory(
             Buffer(Value(nid, -1 - j), _aligned(n), steps[nid], steps[nid]) for j, n in enumerate(sizes)
         ]
         buffers += temps[nid]
-    workspace = _place(buffers)
+    workspace, order = _place_best(buffers)
     offsets = {}
     for b in buffers:
         offsets[b.value] = b.offset
@@ -180,4 +217,5 @@ def plan_memory(
         no_reuse=sum(b.size for b in buffers),
         lower_bound=_lower_bound(buffers),
         concats_in_place=len(slices.nodes) if slices is not None else 0,
+        order=order,
     )
