@@ -1,18 +1,20 @@
 """Static memory plan: every intermediate tensor gets an offset in one workspace.
 
 Tensors whose lifetimes (first write .. last read, in execution order) do not overlap
-may share bytes. Offsets come from two greedy orders (two of those in TFLite's GPU delegate,
-memory_management/): each tensor in turn takes the lowest offset that does not collide with an
-already placed tensor alive at the same time, the tensors taken largest first ("size", also
-the order of TFLite's arena planner) or in execution order ("in order"); the plan keeps the
-smaller workspace (ties: by size). Neither wins everywhere. Size reaches the lower bound below
-on most of the zoo, but leaves MobileNetV2-224 at 2,709,504 B against 2,408,448 B in order,
-ResNet-50 at 9,633,792 B against 8,028,160 B and DenseNet-121 at 10,436,608 B against
-10,151,936 B (compiled workspaces, the kernels' scratch included); in order loses on
-MobileNetV2-96 (1,327,104 B against 1,032,192 B) and the BERT encoder. A third order, by
-breadth (the steps with the most bytes alive first), matched in order on ResNet-50 and lost on
-ResNet-18 and DenseNet-121. Both orders are first fit: planning these models takes well under
-a millisecond.
+may share bytes. Each tensor in turn takes the lowest offset that does not collide with an
+already placed tensor alive at the same time (first fit), in three orders: largest first,
+equal sizes by first write ("size", the order of TFLite's arena planner) or by last read,
+latest first; and in execution order ("in order", as TFLite's GPU delegate also offers). The
+plan keeps the smallest workspace (ties: the earlier order). None wins everywhere. Size
+reaches the lower bound below on most of the zoo, but not on (compiled workspaces, the
+kernels' scratch included; size -> the plan kept): ResNet-18 5,619,712 -> 5,075,968 B (last
+read first, the lower bound), ResNet-50 9,633,792 -> 8,028,160 B (in order; last read first
+is as good), MobileNetV2-224 2,709,504 -> 2,408,448 B (in order, the lower bound) and
+DenseNet-121 10,436,608 -> 10,151,936 B (in order). In order alone loses on MobileNetV2-96
+(1,327,104 B against 1,032,192) and YOLOv8n; last read first alone on YOLOv8n. Also tried:
+TFLite's greedy by breadth (the steps with the most bytes alive first), never better; longest
+lifetime first and size x lifetime first, never better than the three. Planning these models
+takes well under a millisecond.
 
 Graph inputs, outputs and constants live outside the workspace (the caller's buffers
 and the weights). Ops that only reinterpret their input (reshape, identity) alias it:
@@ -134,11 +136,15 @@ def _by_size(buffers: list[Buffer]) -> list[Buffer]:
     return sorted(buffers, key=lambda b: (-b.size, b.start))
 
 
+def _by_size_last_read(buffers: list[Buffer]) -> list[Buffer]:
+    return sorted(buffers, key=lambda b: (-b.size, -b.end))
+
+
 def _in_order(buffers: list[Buffer]) -> list[Buffer]:
     return sorted(buffers, key=lambda b: (b.start, -b.size))
 
 
-ORDERS = {"size": _by_size, "in order": _in_order}
+ORDERS = {"size": _by_size, "size, last read first": _by_size_last_read, "in order": _in_order}
 
 
 def _place(buffers: list[Buffer]) -> int:

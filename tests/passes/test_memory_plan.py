@@ -90,12 +90,23 @@ def test_each_order_places_first_fit():
     assert [b.offset for b in in_order] == [192, 0, 0, 64]
 
 
+# Largest first with equal sizes by first write puts A under C's dead bytes at 0, and then D
+# fits nowhere but on top: 448 B; by last read, D takes 128 beside A and B goes on top: 384 B.
+# In order: C, B, then A and D above B: 448 B.
+FRAGMENTED_BY_FIRST_WRITE = [(128, 3, 5), (128, 2, 3), (192, 2, 2), (128, 3, 5)]
+
+
 def test_plan_keeps_the_smaller_order():
     bufs = _buffers(FRAGMENTED_BY_SIZE)
     assert _place_best(bufs) == (256, "in order")
     assert [b.offset for b in bufs] == [192, 0, 0, 64]  # the winner's offsets, not the last tried
     chain = _buffers([(1024, k, k + 1) for k in range(5)])  # a ping-pong: both reach 2 KiB
     assert _place_best(chain) == (2048, "size")
+    ties = _buffers(FRAGMENTED_BY_FIRST_WRITE)
+    assert _place(_by_size(ties)) == 448
+    assert _place(_in_order(_buffers(FRAGMENTED_BY_FIRST_WRITE))) == 448
+    assert _place_best(ties) == (384, "size, last read first")
+    assert [b.offset for b in ties] == [0, 256, 0, 128]
 
 
 def test_optimized_mobilenet_v2_plans_in_order():
