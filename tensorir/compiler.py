@@ -356,6 +356,7 @@ def make_manifest(
         "workspace_bytes": plan.workspace,
         "workspace_lower_bound": plan.lower_bound,
         "workspace_no_reuse": plan.no_reuse,
+        "workspace_order": plan.order,
         "concats_in_place": plan.concats_in_place,
         "weights_bytes": bound.binder.weights.size,
         **_prepare_entries(bound.binder.prepared),

@@ -5,16 +5,16 @@ may share bytes. Each tensor in turn takes the lowest offset that does not colli
 already placed tensor alive at the same time (first fit), in three orders: largest first,
 equal sizes by first write ("size", the order of TFLite's arena planner) or by last read,
 latest first; and in execution order ("in order", as TFLite's GPU delegate also offers). The
-plan keeps the smallest workspace (ties: the earlier order). None wins everywhere. Size
-reaches the lower bound below on most of the zoo, but not on (compiled workspaces, the
-kernels' scratch included; size -> the plan kept): ResNet-18 5,619,712 -> 5,075,968 B (last
-read first, the lower bound), ResNet-50 9,633,792 -> 8,028,160 B (in order; last read first
-is as good), MobileNetV2-224 2,709,504 -> 2,408,448 B (in order, the lower bound) and
-DenseNet-121 10,436,608 -> 10,151,936 B (in order). In order alone loses on MobileNetV2-96
-(1,327,104 B against 1,032,192) and YOLOv8n; last read first alone on YOLOv8n. Also tried:
-TFLite's greedy by breadth (the steps with the most bytes alive first), never better; longest
-lifetime first and size x lifetime first, never better than the three. Planning these models
-takes well under a millisecond.
+plan keeps the smallest workspace (ties: the earlier order, so `order` names the first that
+reaches it). None wins everywhere. Size reaches the lower bound below on most of the zoo, but
+not on these (untuned builds for this host, the kernels' scratch included; size -> the plan kept):
+ResNet-18 5,619,712 -> 5,075,968 B (last read first; the lower bound), ResNet-50 9,633,792 ->
+8,028,160 B (last read first and in order; 1.07x the lower bound), MobileNetV2-224 2,709,504 ->
+2,408,448 B (in order; the lower bound), DenseNet-121 10,436,608 -> 10,151,936 B (both; the
+lower bound). In order alone loses on MobileNetV2-96 (1,327,104 B against 1,032,192) and
+YOLOv8n; last read first alone on YOLOv8n. Also tried: TFLite's greedy by breadth (the steps
+with the most bytes alive first), longest lifetime first, size x lifetime first; none beat the
+three. Planning these models takes well under a millisecond.
 
 Graph inputs, outputs and constants live outside the workspace (the caller's buffers
 and the weights). Ops that only reinterpret their input (reshape, identity) alias it:

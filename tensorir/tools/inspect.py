@@ -150,7 +150,8 @@ def _plan_lines(
     held += _count(len(scratch), "kernel scratch buffer")
     lines = [
         f"memory plan (compiled for {target.name}; one workspace, allocated once by tir_create):",
-        f"  workspace allocated {ws:>14,} B  ({_human(ws, 'B')}: {held})",
+        f"  workspace allocated {ws:>14,} B  ({_human(ws, 'B')}: {held}; "
+        f"offsets: first fit, {m.get('workspace_order', 'size')})",
         f"    activations alone {activations.workspace:>14,} B  (the plan without the kernels' scratch)",
         f"    kernel scratch    {sum(scratch):>14,} B  in all (the largest {max(scratch, default=0):,} B; "
         "each alive only while its kernel runs)",

@@ -141,3 +141,5 @@ def test_plan_follows_the_target(tmp_path, capsys):
     assert _figure(out, "workspace allocated") == manifest["workspace_bytes"]
     assert _figure(out, "lower bound") == manifest["workspace_lower_bound"]
     assert _figure(out, "no-reuse total") == manifest["workspace_no_reuse"]
+    assert manifest["workspace_order"] in ("size", "size, last read first", "in order")
+    assert f"offsets: first fit, {manifest['workspace_order']})" in out
