@@ -18,10 +18,10 @@ and the concat itself must not be a graph output nor guarded. The slices nest: a
 is itself a slice of a later one is laid out inside that one. A concat whose inputs are the
 first inputs of a longer one, in the same order (DenseNet: layer k of a block reads
 concat(x0, y1 .. y(k-1)), and the block's last concat holds them all), is the first bytes of
-that one's buffer: neither copies, and the block's features are stored once. passes/memory_plan.py places the
-slices (one buffer for the whole concat, alive from its first input's producer to its last
-reader); compiler.py lowers no kernel for such a concat. CPU targets only: an OpenCL backend's
-sub-buffers need a coarser alignment.
+that one's buffer: neither copies, and the block's features are stored once.
+passes/memory_plan.py places the slices (one buffer for the whole concat, alive from its first
+input's producer to its last reader); compiler.py lowers no kernel for such a concat. CPU
+targets only: an OpenCL backend's sub-buffers need a coarser alignment.
 """
 
 from __future__ import annotations
