@@ -278,7 +278,7 @@ def print_table(rows: list[dict]) -> None:
     tuned = any("tuned_ms" in r for r in rows)
     head = f"{'model':<18} {'thr':>3} {'tensorir ms':>12} {'ort ms':>9} {'ratio':>7}"
     head += f" {'tuned ms':>9} {'ratio':>7}" if tuned else ""
-    head += f" {'GFLOP/s':>8} {'ort GF/s':>8} {'compile s':>9} {'workspace':>11} {'max err':>8}"
+    head += f" {'GFLOP/s':>8} {'ort GF/s':>8} {'compile s':>9} {'workspace':>12} {'max err':>8}"
     print(head + f" {'tuned':>5}")
     for r in rows:
         line = (
@@ -289,7 +289,7 @@ def print_table(rows: list[dict]) -> None:
             line += f" {r.get('tuned_ms', float('nan')):>9.2f} {r.get('tuned_ratio', float('nan')):>7.2f}"
         print(
             line + f" {r['tensorir_gflops']:>8.1f} {r['onnxruntime_gflops']:>8.1f} "
-            f"{r['compile_s']:>9.1f} {r['workspace_bytes'] / 2**20:>9.2f}MB {r['max_abs_err_vs_ort']:>8.1e}"
+            f"{r['compile_s']:>9.1f} {r['workspace_bytes'] / 2**20:>9.2f}MiB {r['max_abs_err_vs_ort']:>8.1e}"
             f" {r.get('tuned_kernels', 0):>5}{r.get('note', '')}"
         )
 
