@@ -61,6 +61,7 @@ class Build:
     prepares: list[KernelCall] = field(default_factory=list)  # run once by tir_create, in order
     prepare_kernels: list[LoopFunc] = field(default_factory=list)  # what they call
     prepared: int = 0  # bytes of the prepared-weights block (compiler_prepare.py)
+    released: tuple[int, int] = (0, 0)  # the weights only prepare calls read (compiler_prepare.sources_last)
 
     def write(self, out: str | os.PathLike, weights: str = "embedded") -> Path:
         """Code generation and packaging by the target's backend (pipeline.write_build)."""

@@ -47,7 +47,7 @@ def entry_module_ir(build: Build, embedded: bool) -> str:
     t = build.target
     layout = str(target_machine(t).target_data)
     sizes = (build.workspace, len(build.weights))
-    prepares = (build.prepares, build.prepared)
+    prepares = (build.prepares, build.prepared, build.released)
     return entry_ir(t.triple, layout, build.calls, build.copies, *sizes, embedded, build.loops, *prepares)
 
 
@@ -90,7 +90,11 @@ def _prepared_note(manifest: dict) -> str:
     if not n:
         return ""
     calls = len(manifest["prepare"])
-    return f"\n * It also computes {n} bytes of transformed weights from them, once ({calls} kernel calls)."
+    note = f"\n * It also computes {n} bytes of transformed weights from them, once ({calls} kernel calls)."
+    released = manifest.get("weights_released_bytes", 0)
+    if released:
+        note += f"\n * Then it returns the {released} bytes of weights only those calls read to the system."
+    return note
 
 
 def _length_note(t: dict) -> str:

@@ -71,7 +71,7 @@ from tensorir.compiler import (
     scratch_sizes,
 )
 from tensorir.compiler_loop import LoopKernel
-from tensorir.compiler_prepare import Prepared, lower_prepares
+from tensorir.compiler_prepare import Prepared, lower_prepares, sources_last
 from tensorir.config import fuse_dwpw_enabled, fuse_expand_enabled
 from tensorir.errors import ModelError, TirError
 from tensorir.graph.graph import Graph
@@ -295,6 +295,7 @@ def compile_graph(
         bound = bind_plan(graph, kernels, plan, Prepared(symbol_prefix) if target.kind == "llvm" else None)
         st.result = debug.Text(_bound_text, bound)
     prepared = bound.binder.prepared
+    released = sources_last(bound.binder.weights, bound, prepared)
     with debug.stage("prepare kernels") as st:
         prepare_funcs = lower_prepares(prepared, target)
         st.result = debug.Text(lambda: "\n\n".join(str(f) for f in prepare_funcs))
@@ -315,6 +316,7 @@ def compile_graph(
         workspace=plan.workspace,
         weights=bound.binder.weights.blob(),
         manifest=make_manifest(raw, graph, target, kernels, bound, plan, block)
+        | ({"weights_released_bytes": released[1] - released[0]} if released[1] else {})
         | _precision(graph, target, precision)
         | ({"tuning_records_ignored": IGNORED} if ignored else {}),
         nodes=nodes,
@@ -322,6 +324,7 @@ def compile_graph(
         prepares=prepared.calls if prepared else [],
         prepare_kernels=prepare_funcs,
         prepared=prepared.size if prepared else 0,
+        released=released,
     )
 
 

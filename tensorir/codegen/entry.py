@@ -17,6 +17,9 @@ tir_create + first run 92 instead of 134 ms, medians of 11 fresh processes, 1 th
 busy 2-core Zen 3 VM), and the kernels walk the workspace's activations with one TLB entry per
 2 MiB instead of 512.
 
+After the prepare calls, the weights only they read (laid out last: compiler_prepare.py) go
+back to the system, their whole 64 KiB pages advised MADV_DONTNEED.
+
 `tir_run` calls every kernel in order (a loop's calls again and again: plan.LoopSpan, a
 `for` around them with the latch copies at its end); each kernel argument is an input, an
 output, a byte offset into the weights or the prepared weights, or a byte offset into the one
@@ -37,6 +40,8 @@ ENTRY_LIBC_SYMBOLS = ("malloc", "free", "fopen", "fread", "fclose", "memcpy", "m
 ALIGN = 64
 HUGE = 2 << 20  # a transparent huge page (x86-64; aarch64 with 4 KiB pages)
 MADV_HUGEPAGE = 14  # Linux, every architecture
+MADV_DONTNEED = 4  # Linux, every architecture
+RELEASE_PAGE = 64 << 10  # released in whole 64 KiB: a page on every Linux page size in use
 
 
 _HEADER = """
@@ -142,10 +147,10 @@ def _allocate(block: str, aligned: str, size: int, huge_pages: bool = True) -> l
     return lines
 
 
-def _prepare(prepares: Sequence[KernelCall], prepared: int) -> str:
+def _prepare(prepares: Sequence[KernelCall], prepared: int, released: tuple[int, int] = (0, 0)) -> str:
     """tir_create's lines after %m is stored: the prepared block (64-byte aligned; from HUGE
     bytes on, huge-page aligned and advised; null when nothing is prepared) in the model,
-    then every prepare call, in order."""
+    then every prepare call, in order, then the release of the weights only they read."""
     if not prepared:
         return "\n".join(f"  store ptr null, ptr %p{k}" for k in (4, 5))
     lines = _allocate("%pblock", "%pb", prepared)
@@ -153,11 +158,36 @@ def _prepare(prepares: Sequence[KernelCall], prepared: int) -> str:
     b = _RunBuilder({"weight": "%wptr", "prepared": "%pb"})
     for k, c in enumerate(prepares):
         _call(b, c, k)
-    return "\n".join(lines + b.lines)
+    return "\n".join(lines + b.lines + _release(*released))
+
+
+def _release(lo: int, hi: int) -> list[str]:
+    """madvise(MADV_DONTNEED) over the whole RELEASE_PAGE pages inside weights [lo, hi): no
+    kernel reads them after the prepare calls, so their memory goes back to the system (the
+    read weights.bin's heap pages, or the library's pages of the embedded blob, which the
+    kernel would read again from the file if anyone touched them)."""
+    if hi - lo < 2 * RELEASE_PAGE:
+        return []
+    return [
+        f"  %rel.lo = getelementptr i8, ptr %wptr, i64 {lo + RELEASE_PAGE - 1}",
+        f"  %rel.hi = getelementptr i8, ptr %wptr, i64 {hi}",
+        "  %rel.lo.i = ptrtoint ptr %rel.lo to i64",
+        "  %rel.hi.i = ptrtoint ptr %rel.hi to i64",
+        f"  %rel.a = and i64 %rel.lo.i, {-RELEASE_PAGE}",
+        f"  %rel.b = and i64 %rel.hi.i, {-RELEASE_PAGE}",
+        "  %rel.n = sub i64 %rel.b, %rel.a",
+        "  %rel.p = inttoptr i64 %rel.a to ptr",
+        f"  %rel.done = call i32 @madvise(ptr %rel.p, i64 %rel.n, i32 {MADV_DONTNEED})",
+    ]
 
 
 def _create(
-    workspace: int, weights: int, embedded: bool, prepares: Sequence[KernelCall] = (), prepared: int = 0
+    workspace: int,
+    weights: int,
+    embedded: bool,
+    prepares: Sequence[KernelCall] = (),
+    prepared: int = 0,
+    released: tuple[int, int] = (0, 0),
 ) -> str:
     if embedded:
         load = (
@@ -192,7 +222,7 @@ store:
   store ptr %wblock, ptr %p3
   %p4 = getelementptr %tir_model, ptr %m, i32 0, i32 4
   %p5 = getelementptr %tir_model, ptr %m, i32 0, i32 5
-{_prepare(prepares, prepared)}
+{_prepare(prepares, prepared, released)}
   ret ptr %m
 }}
 """
@@ -366,10 +396,12 @@ def entry_ir(
     loops: Sequence[LoopSpan] = (),
     prepares: Sequence[KernelCall] = (),
     prepared: int = 0,
+    released: tuple[int, int] = (0, 0),
 ) -> str:
     """LLVM IR text of the entry module (kernels are declared, defined in their own object);
     `loops`: spans of `calls` run as loops; `prepares`: the calls tir_create runs once to fill
-    the prepared block of `prepared` bytes."""
+    the prepared block of `prepared` bytes; `released`: the weights' byte range only they read,
+    handed back to the system after them."""
     every = [*calls, *prepares]
     decls = sorted({f"declare void @{c.symbol}({', '.join(['ptr'] * len(c.args))})" for c in every})
     extern = "@_binary_weights_bin_start = external global i8\n" if embedded else ""
@@ -383,7 +415,7 @@ def entry_ir(
             extern,
             _READ_WEIGHTS if not embedded else "",
             *decls,
-            _create(workspace, weights, embedded, prepares, prepared),
+            _create(workspace, weights, embedded, prepares, prepared, released),
             _run(calls, copies, loops),
         ]
     )

@@ -200,3 +200,35 @@ def test_opencl_builds_keep_compile_time_transforms():
     assert "prepare" not in m and "prepared_bytes" not in m
     biases = 2 * _aligned(64 * 4)
     assert m["weights_bytes"] == sum(_aligned(16 * c * k * 4) for _, (k, c), *_ in CONVS) + biases
+
+
+def test_weights_only_the_prepare_calls_read_go_last_and_back_to_the_system():
+    """MODEL's three packed 3x3 weights feed only the prepare calls: the blob holds the biases
+    first and those weights after them, and tir_create hands their whole pages back
+    (madvise MADV_DONTNEED) once U is made: read back from a weights.bin build, they are zero
+    pages now, and the model still matches onnxruntime."""
+    import ctypes
+
+    build = compile_model(MODEL)
+    m = build.manifest
+    inits = MODEL.graph.initializer
+    packed = [_aligned(numpy_helper.to_array(t).nbytes) for t in inits if t.name.startswith("w")]
+    lo, hi = build.released
+    assert (hi - lo, hi) == (sum(packed), m["weights_bytes"]) and m["weights_released_bytes"] == hi - lo
+    assert [e["args"][0][1] for e in m["prepare"]] == [lo, lo + packed[0], lo + packed[0] + packed[1]]
+    read = [a[1] for k in m["kernels"] for a in k["args"] if a[0] == "weight"]
+    assert read and max(read) < lo  # the model's kernels read only what stays
+    ir = entry_module_ir(build, embedded=False)
+    create = ir[ir.index("define ptr @tir_create") :].split("\n}\n")[0]
+    assert "call i32 @madvise(ptr %rel.p, i64 %rel.n, i32 4)" in create
+
+    mod = tir.compile(MODEL, weights="external")
+    base = mod.lib.tir_weights
+    base.restype, base.argtypes = ctypes.c_void_p, [ctypes.c_void_p]
+    page = 64 << 10
+    first = (base(mod.handle) + lo + page - 1) // page * page
+    tail = np.ctypeslib.as_array((ctypes.c_uint8 * page).from_address(first))
+    assert not tail.any()  # released: the pages come back zero
+    (y,) = mod.run(FEEDS)
+    ref = _ort()
+    assert np.abs(y - ref).max() / np.abs(ref).max() <= TOL[4]
