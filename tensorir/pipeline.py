@@ -293,9 +293,9 @@ def compile_graph(
         st.result = debug.Text(plan.summary)
     with debug.stage("bind") as st:
         bound = bind_plan(graph, kernels, plan, Prepared(symbol_prefix) if target.kind == "llvm" else None)
+        released = sources_last(bound.binder.weights, bound, bound.binder.prepared)  # weight offsets final
         st.result = debug.Text(_bound_text, bound)
     prepared = bound.binder.prepared
-    released = sources_last(bound.binder.weights, bound, prepared)
     with debug.stage("prepare kernels") as st:
         prepare_funcs = lower_prepares(prepared, target)
         st.result = debug.Text(lambda: "\n\n".join(str(f) for f in prepare_funcs))
