@@ -136,13 +136,17 @@ def sources_last(weights: Any, bound: Any, prepared: Prepared | None) -> tuple[i
     tail = sorted({chunk(a) for c in prepared.calls for a in c.args if a.kind == "weight"} - read)
     if not tail:
         return 0, 0
-    order = [i for i in range(len(starts)) if i not in set(tail)] + tail
+    moving = set(tail)
+    order = [i for i in range(len(starts)) if i not in moving] + tail
     new_start, at = {}, 0
     for i in order:
         new_start[i], at = at, at + sizes[i]
 
     def move(a: Arg) -> Arg:
-        return Arg("weight", new_start[chunk(a)] + a.index - starts[chunk(a)]) if a.kind == "weight" else a
+        if a.kind != "weight":
+            return a
+        i = chunk(a)
+        return Arg("weight", new_start[i] + a.index - starts[i])
 
     def moved(c: KernelCall) -> KernelCall:
         guard = tuple((move(flag), p) for flag, p in c.guard)
