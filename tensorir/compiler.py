@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import onnx
 
 from tensorir import debug, planted_bug
@@ -35,10 +34,11 @@ from tensorir.ops.conv_algorithms import KernelTransform, Specialized
 from tensorir.ops.kernel import build_kernel
 from tensorir.ops.registry import NoScheduleError, is_tunable
 from tensorir.ops.workload import workload_key
-from tensorir.passes.memory_plan import ALIGN, storage_root
+from tensorir.passes.memory_plan import storage_root
 from tensorir.plan import Arg, Copy, KernelCall, LoopSpan
 from tensorir.runtime.lengths import output_specs
 from tensorir.target import Target
+from tensorir.weight_blob import WeightBlob
 
 LIB_NAME = "libmodel.so"
 
@@ -77,27 +77,6 @@ def model_bytes(model: onnx.ModelProto | str | os.PathLike) -> bytes:
     return frontend_model_bytes(model)
 
 
-class _Weights:
-    """Constants the kernels read, packed into one 64-byte aligned blob."""
-
-    def __init__(self) -> None:
-        self.chunks: list[bytes] = []
-        self.size = 0
-        self.offsets: dict[Hashable, int] = {}
-
-    def place(self, key: Hashable, make: Callable[[], np.ndarray]) -> int:
-        if key not in self.offsets:
-            data = np.ascontiguousarray(make()).tobytes()
-            self.offsets[key] = self.size
-            pad = (-len(data)) % ALIGN
-            self.chunks.append(data + b"\0" * pad)
-            self.size += len(data) + pad
-        return self.offsets[key]
-
-    def blob(self) -> bytes:
-        return b"".join(self.chunks)
-
-
 class _Binder:
     """Resolves every tensor of the graph to its storage: input, output, weight, prepared,
     workspace. `prepared`: where `KernelTransform`s of constants are computed at start-up
@@ -107,7 +86,7 @@ class _Binder:
         self.g = g
         self.inputs = {nid: k for k, nid in enumerate(g.graph_inputs())}
         self.offsets = offsets
-        self.weights = _Weights()
+        self.weights = WeightBlob()
         self.prepared = prepared
         self.out_of_root: dict[Value, int] = {}
         for k, (_, v) in enumerate(g.outputs):
@@ -323,10 +302,12 @@ def make_manifest(
     bound: Bound,
     plan,
     block: int | None,
+    released: tuple[int, int] = (0, 0),
 ) -> dict[str, Any]:
     """What manifest.json records about a build: target, model hash, inputs and outputs,
     memory, and per kernel (those of loop bodies included) its workload, algorithm and
-    tuning config."""
+    tuning config; `released`: the weights' byte range that tir_create gives back after the
+    prepare calls (compiler_prepare.sources_last)."""
     from tensorir import __version__
 
     kernels = {nid: k for nid, k in all_kernels.items() if not isinstance(k, LoopKernel)}
@@ -361,6 +342,7 @@ def make_manifest(
         "concats_in_place": plan.concats_in_place,
         "weights_bytes": bound.binder.weights.size,
         **_prepare_entries(bound.binder.prepared),
+        **({"weights_released_bytes": released[1] - released[0]} if released[1] else {}),
         "tuned_kernels": tuned,
         "untuned_kernels": len(entries) - tuned,
         "untuned_workloads": len(untuned_workloads) + in_bodies,

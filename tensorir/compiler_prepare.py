@@ -30,7 +30,6 @@ build keeps all of its own (its kernels read constants from the blob's device co
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
@@ -44,6 +43,7 @@ from tensorir.ops.registry import get_op
 from tensorir.passes.memory_plan import ALIGN
 from tensorir.plan import Arg, KernelCall
 from tensorir.target import Target
+from tensorir.weight_blob import WeightBlob
 
 
 @dataclass(frozen=True)
@@ -114,39 +114,26 @@ def lower_prepares(prepared: Prepared | None, target: Target) -> list[LoopFunc]:
     return funcs
 
 
-def sources_last(weights: Any, bound: Any, prepared: Prepared | None) -> tuple[int, int]:
+def sources_last(weights: WeightBlob, bound: Any, prepared: Prepared | None) -> tuple[int, int]:
     """Move the weights that only prepare calls read (a Winograd conv's packed 3x3 weight, once
     U is made) to the end of the blob, rewriting every weight argument (model calls, their
     guards, final copies, prepare calls and their manifest entries): (first byte, end) of that
     tail, which tir_create hands back to the system after the prepare calls (codegen/entry.py);
-    (0, 0) when there is none. `weights`: the build's compiler._Weights, whose chunks are laid
-    out in placing order, one per key; a build with loops keeps its layout (a loop body's
-    weights are a chunk of the blob, read at offsets inside it)."""
+    (0, 0) when there is none. A build with loops keeps its layout (a loop body's weights are a
+    chunk of the blob, read at offsets inside it)."""
     if prepared is None or not prepared.calls or bound.loops:
         return 0, 0
-    starts = sorted(weights.offsets.values())
-    sizes = [len(c) for c in weights.chunks]
-
-    def chunk(a: Arg) -> int:
-        return bisect.bisect_right(starts, a.index) - 1
-
     model_args = [a for c in bound.calls for a in (*c.args, *(flag for flag, _ in c.guard))]
     model_args += [a for cp in bound.copies for a in (cp.src, cp.dst)]
-    read = {chunk(a) for a in model_args if a.kind == "weight"}
-    tail = sorted({chunk(a) for c in prepared.calls for a in c.args if a.kind == "weight"} - read)
+    read = {weights.chunk_at(a.index) for a in model_args if a.kind == "weight"}
+    prep = {weights.chunk_at(a.index) for c in prepared.calls for a in c.args if a.kind == "weight"}
+    tail = sorted(prep - read)
     if not tail:
         return 0, 0
-    moving = set(tail)
-    order = [i for i in range(len(starts)) if i not in moving] + tail
-    new_start, at = {}, 0
-    for i in order:
-        new_start[i], at = at, at + sizes[i]
+    remap, first = weights.move_to_end(tail)
 
     def move(a: Arg) -> Arg:
-        if a.kind != "weight":
-            return a
-        i = chunk(a)
-        return Arg("weight", new_start[i] + a.index - starts[i])
+        return Arg("weight", remap(a.index)) if a.kind == "weight" else a
 
     def moved(c: KernelCall) -> KernelCall:
         guard = tuple((move(flag), p) for flag, p in c.guard)
@@ -157,6 +144,4 @@ def sources_last(weights: Any, bound: Any, prepared: Prepared | None) -> tuple[i
     prepared.calls = [moved(c) for c in prepared.calls]
     for c, e in zip(prepared.calls, prepared.entries, strict=True):
         e["args"] = [a.to_json() for a in c.args]
-    weights.chunks = [weights.chunks[i] for i in order]
-    weights.offsets = {k: new_start[chunk(Arg("weight", off))] for k, off in weights.offsets.items()}
-    return new_start[tail[0]], weights.size
+    return first, weights.size

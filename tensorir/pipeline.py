@@ -315,8 +315,7 @@ def compile_graph(
         ops=ops,
         workspace=plan.workspace,
         weights=bound.binder.weights.blob(),
-        manifest=make_manifest(raw, graph, target, kernels, bound, plan, block)
-        | ({"weights_released_bytes": released[1] - released[0]} if released[1] else {})
+        manifest=make_manifest(raw, graph, target, kernels, bound, plan, block, released)
         | _precision(graph, target, precision)
         | ({"tuning_records_ignored": IGNORED} if ignored else {}),
         nodes=nodes,
