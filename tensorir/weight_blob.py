@@ -26,6 +26,7 @@ class WeightBlob:
 
     def __init__(self) -> None:
         self.chunks: list[bytes] = []  # in layout order, each padded to ALIGN
+        self.starts: list[int] = []  # each chunk's first byte
         self.size = 0
         self.offsets: dict[Hashable, int] = {}
 
@@ -35,6 +36,7 @@ class WeightBlob:
             data = np.ascontiguousarray(make()).tobytes()
             self.offsets[key] = self.size
             pad = (-len(data)) % ALIGN
+            self.starts.append(self.size)
             self.chunks.append(data + b"\0" * pad)
             self.size += len(data) + pad
         return self.offsets[key]
@@ -42,23 +44,18 @@ class WeightBlob:
     def blob(self) -> bytes:
         return b"".join(self.chunks)
 
-    def _starts(self) -> list[int]:
-        starts, at = [], 0
-        for c in self.chunks:
-            starts.append(at)
-            at += len(c)
-        return starts
-
     def chunk_at(self, offset: int) -> int:
-        """Index of the chunk that holds byte `offset` (an offset inside a constant included)."""
-        if not 0 <= offset < self.size:
+        """Index of the chunk that holds byte `offset` (an offset inside a constant included);
+        an empty constant's offset gives the last chunk that starts there."""
+        i = bisect.bisect_right(self.starts, offset) - 1
+        if i < 0 or offset >= self.starts[i] + max(len(self.chunks[i]), 1):
             raise ValueError(f"weight offset {offset} outside the blob of {self.size} bytes")
-        return bisect.bisect_right(self._starts(), offset) - 1
+        return i
 
     def move_to_end(self, tail: Sequence[int]) -> tuple[Callable[[int], int], int]:
         """Lay out the chunks `tail` (indices, in that order) after all the others, which keep
         their order: (old offset -> new offset, the tail's first byte)."""
-        starts = self._starts()
+        starts = self.starts
         moving = set(tail)
         if len(moving) != len(tail) or not moving <= set(range(len(starts))):
             raise ValueError(f"move_to_end: {list(tail)} are not distinct chunks of {len(starts)}")
@@ -66,12 +63,12 @@ class WeightBlob:
         new_start, at = {}, 0
         for i in order:
             new_start[i], at = at, at + len(self.chunks[i])
-        old_starts = starts
 
         def remap(offset: int) -> int:
-            i = bisect.bisect_right(old_starts, offset) - 1
-            return new_start[i] + offset - old_starts[i]
+            i = bisect.bisect_right(starts, offset) - 1
+            return new_start[i] + offset - starts[i]
 
         self.offsets = {k: remap(off) for k, off in self.offsets.items()}
         self.chunks = [self.chunks[i] for i in order]
+        self.starts = [new_start[i] for i in order]
         return remap, self.size - sum(len(self.chunks[-1 - j]) for j in range(len(tail)))

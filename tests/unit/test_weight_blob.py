@@ -27,6 +27,15 @@ def test_chunk_at_inside_a_constant():
         b.chunk_at(384)
 
 
+def test_an_empty_constant_has_a_chunk_even_at_the_end():
+    b = _blob()
+    assert b.place("empty", lambda: np.zeros(0, np.float32)) == 384 and b.size == 384
+    assert b.chunk_at(384) == 4 and b.chunk_at(383) == 3
+    remap, first = b.move_to_end([3])  # w3 after the empty one
+    assert (first, b.offsets["empty"], b.offsets["w3"]) == (256, 256, 256)
+    assert b.chunk_at(b.offsets["w3"]) == 4 and remap(300) == 300
+
+
 def test_move_to_end_keeps_bytes_and_rewrites_offsets():
     b = _blob()
     before = np.frombuffer(b.blob(), np.float32).copy()
