@@ -71,4 +71,4 @@ class WeightBlob:
         self.offsets = {k: remap(off) for k, off in self.offsets.items()}
         self.chunks = [self.chunks[i] for i in order]
         self.starts = [new_start[i] for i in order]
-        return remap, self.size - sum(len(self.chunks[-1 - j]) for j in range(len(tail)))
+        return remap, new_start[tail[0]] if tail else self.size
