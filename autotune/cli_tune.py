@@ -25,12 +25,17 @@ import argparse
 import math
 import os
 import re
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from tensorir.devices import TuningDevice, get_tuning_device, tuning_device_names
 from tensorir.errors import InputError
+
+# of --time-budget, the most the model-level search may take (graph_tune: it stops trying
+# segments and convs past it); the kernels get what is left of the budget
+MODEL_LEVEL_SHARE = 0.5
 
 
 def parse_duration(text: str) -> float:
@@ -70,7 +75,11 @@ def add_tune_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--input-shape", action="append", default=[], metavar="NAME=DIMS")
     p.add_argument("--device", default="host", help=f"what to tune for ({', '.join(tuning_device_names())})")
     p.add_argument("--trials", type=int, default=200, help="total measurements (default 200)")
-    p.add_argument("--time-budget", metavar="T", help="stop after T (e.g. 20m); resumable")
+    p.add_argument(
+        "--time-budget",
+        metavar="T",
+        help="stop after T (e.g. 20m), the model-level search taking at most half; resumable",
+    )
     p.add_argument(
         "--db",
         metavar="PATH",
@@ -138,6 +147,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         raise InputError(f"{args.model}: no such file")
     target = dev.target
     budget = parse_duration(args.time_budget) if args.time_budget else None
+    started = time.monotonic()
     shapes = dict(parse_shape_arg(s) for s in args.input_shape)
     servers, token = _rpc_servers(args)
     device = _device_key(args, dev, servers, token)  # a remote device fails here, before any work
@@ -157,7 +167,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
         from tensorir.pipeline import merge_choice
 
         print(f"measuring {args.model} with each model-level config (NCHW[x]c block, depthwise + 1x1 merge)")
-        best = tune_model_level(args.model, db, device, target, shapes, threads=args.threads or None)
+        deadline = None if budget is None else started + MODEL_LEVEL_SHARE * budget
+        best = tune_model_level(
+            args.model, db, device, target, shapes, threads=args.threads or None, deadline=deadline
+        )
         print(f"  best: {config_label(best) if best else None}")
         if best:  # as tir compile will read it (pipeline.model_choices)
             merge = merge_choice(best.get("fuse_dwpw"))
@@ -173,7 +186,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         device=device,
         target=target,
         trials=args.trials,
-        time_budget_s=budget,
+        time_budget_s=None if budget is None else max(0.0, budget - (time.monotonic() - started)),
         batch_size=args.batch,
         early_stopping=args.early_stopping,
         search=args.search,

@@ -21,13 +21,20 @@ kernel profiles of the model built with each block, autotune/segment_caps.py, an
 where the whole model runs faster with them). `tir compile` then reads it like
 any record (pipeline.model_choices), and the kernel tasks are extracted from the graph with
 the chosen knobs.
+
+`deadline` (a time.monotonic() instant; `tir tune --time-budget` gives this search half the
+budget) bounds the per-segment searches: past it, no further segment or conv is tried, the
+plan found so far must still win its three timings, and the merge search's place is recorded
+("merge_from": the next conv) so that the next `tir tune` goes on from there.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import time
 from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -79,6 +86,7 @@ def tune_model_level(
     log=print,
     threads: int | None = None,
     per_block: bool = True,
+    deadline: float | None = None,
 ) -> dict | None:
     """Measure the model with every model-level config (all together, interleaved) unless
     each has a record; the best config (None when the model has nothing to choose). A new
@@ -88,7 +96,8 @@ def tune_model_level(
 
     `per_block`: then choose the best config's layout block per layout segment
     (refine_layout_caps) and, where it merges depthwise convs, the merge block by block
-    (refine_merge_plan), and measure the config found in a last round with the others."""
+    (refine_merge_plan), and measure the config found in a last round with the others. A
+    recorded search that `deadline` cut short ("merge_from") goes on from where it stopped."""
     from tensorir.compiler import model_key
     from tensorir.frontend import model_bytes
 
@@ -96,18 +105,42 @@ def tune_model_level(
     done = [r for r in db.workload_records(key, device, target) if r.get("mean_cost") is not None]
     configs = model_configs(model, target, input_shapes)
     refined = [r["config"] for r in done if _is_refined(r["config"])]
+    round_s = None
     if not all(any(_same(c, r["config"]) for r in done) for c in configs):
+        began = time.monotonic()
         done = _measure_round(model, db, key, device, target, input_shapes, configs, runs, log, threads)
-        refined = []
+        round_s, refined = time.monotonic() - began, []
     best = _best(done, configs + refined)
-    if per_block and best is not None and not refined:
-        new = refine_per_segment(model, target, input_shapes, best, runs, threads, log)
-        # (the rules' own choices when nothing won: recorded, so no later run searches again)
-        log(f"  {config_label(new)}: measured with the model-level configs")
-        configs = [*configs, new]
-        done = _measure_round(model, db, key, device, target, input_shapes, configs, runs, log, threads)
-        best = _best(done, configs)
-    return best
+    unfinished = [c for c in refined if "merge_from" in c]
+    if not per_block or best is None or (refined and not unfinished):
+        return best
+    if deadline is not None:  # the search stops in time for the last round and the plan's checks
+        if round_s is None:
+            cost = min(r["mean_cost"] for r in done if _same(r["config"], best))
+            round_s = _round_estimate(model, target, input_shapes, best, threads, len(configs), runs, cost)
+        deadline -= 2 * round_s
+    if _past(deadline):
+        log("  the per-segment search: no time left (--time-budget); the next tir tune does it")
+        return best
+    new = refine_per_segment(
+        model, target, input_shapes, (unfinished or [best])[0], runs, threads, log, deadline
+    )
+    # (the rules' own choices when nothing won: recorded, so no later run searches again)
+    log(f"  {config_label(new)}: measured with the model-level configs")
+    configs = [*configs, new]
+    done = _measure_round(model, db, key, device, target, input_shapes, configs, runs, log, threads)
+    return _best(done, configs)
+
+
+def _round_estimate(model, target, input_shapes, config, threads, n: int, runs: int, cost: float) -> float:
+    """Seconds a round of n + 1 configs takes: one build timed, and the runs at `cost` each."""
+    began = time.monotonic()
+    _compile(model, target, input_shapes, config, threads)
+    return (n + 1) * (time.monotonic() - began + runs * cost)
+
+
+def _past(deadline: float | None) -> bool:
+    return deadline is not None and time.monotonic() > deadline
 
 
 def _is_refined(config: Mapping) -> bool:
@@ -123,15 +156,35 @@ def refine_per_segment(
     runs: int = 20,
     threads: int | None = None,
     log=print,
+    deadline: float | None = None,
 ) -> dict:
     """`best` with its layout block chosen per layout segment (refine_layout_caps) and then,
-    where it merges depthwise convs, its merge chosen per block (refine_merge_plan)."""
-    new = {**best, "layout_block": refine_layout_caps(model, target, input_shapes, best, runs, threads, log)}
-    if "fuse_dwpw" in best:
-        plan = refine_merge_plan(model, target, input_shapes, new, runs, threads, log)
-        if plan is not None:
-            new["fuse_dwpw"] = plan
-    return new
+    where it merges depthwise convs, its merge chosen per block (refine_merge_plan). A `best`
+    with "merge_from" (a search cut short) keeps its caps and plan and goes on from that conv;
+    the result has "merge_from" where `deadline` cut this search short."""
+    base = {k: v for k, v in best.items() if k != "merge_from"}
+    caps = refine_layout_caps(model, target, input_shapes, base, runs, threads, log, deadline=deadline)
+    new = {**base, "layout_block": caps}
+    if "fuse_dwpw" not in base:
+        return new
+    if _past(deadline):  # the caps took the time: the merge search is the next run's
+        log("  merge plan per block: no time left (--time-budget); the next tir tune does it")
+        return {**new, "merge_from": 0}
+    found = refine_merge_plan(
+        model,
+        target,
+        input_shapes,
+        new,
+        runs,
+        threads,
+        log,
+        first=best.get("merge_from", 0),
+        deadline=deadline,
+    )
+    if found is None:
+        return new
+    new["fuse_dwpw"] = found.plan
+    return new if found.resume_at is None else {**new, "merge_from": found.resume_at}
 
 
 def refine_layout_caps(
@@ -144,6 +197,7 @@ def refine_layout_caps(
     log=print,
     margin: float = 0.02,
     keep: float = 0.005,
+    deadline: float | None = None,
 ) -> list[int]:
     """A channel-block cap per layout segment (autotune/segment_caps.py). The model is built
     with each cap of layout_choices and its kernels profiled in place and charged to the
@@ -151,7 +205,8 @@ def refine_layout_caps(
     `base`'s one cap everywhere, the candidates are tried one at a time, largest guessed
     saving first, on a real build: kept where the model's kernels, all profiled, took `keep`
     less time in all. The caps found must then beat `base`'s one cap by `margin` of the
-    whole model in three timings on fresh builds, else every segment keeps it."""
+    whole model in three timings on fresh builds, else every segment keeps it. Past
+    `deadline` no further candidate is tried."""
     from autotune.segment_caps import candidates, kernel_times, segment_of_names, segment_times
     from tensorir.frontend import load_graph_any
     from tensorir.passes.layout_segments import segment_count
@@ -175,7 +230,10 @@ def refine_layout_caps(
     found = candidates(dict(zip(choices, profiles, strict=True)), cap)
     log(f"  layout block per segment ({n} segments, from {cap}): {len(found)} candidates")
     caps, mod = same, mods[choices.index(cap)]  # one cap everywhere builds what `cap` built
-    for gain, s, c in found:
+    for k, (gain, s, c) in enumerate(found):
+        if _past(deadline):
+            log(f"    stopped after {k} of {len(found)} candidates: the time budget's share ran out")
+            break
         trial = [*caps[:s], c, *caps[s + 1 :]]
         new_mod = build(trial)
         now, then = (float(t.sum()) * 1e3 for t in kernel_times([mod, new_mod]))
@@ -248,7 +306,9 @@ def refine_merge_plan(
     threads: int | None = None,
     log=print,
     margin: float = 0.02,
-) -> str | None:
+    first: int = 0,
+    deadline: float | None = None,
+) -> PlanFound | None:
     """The merge plan (passes/fuse_dwpw.py: per depthwise conv N, T or B) that `base`'s
     layout block runs fastest with, found block by block: from the plan `base`'s merge rule
     gives, each depthwise conv in turn tries its other levels, the whole model timed with each
@@ -256,7 +316,9 @@ def refine_merge_plan(
     than `margin` faster, twice: the second time on fresh builds of both; at the end the plan
     found must beat the rules' plan in three more timings (else the rules' plan stays; it is
     recorded all the same, so the next `tir tune` does not search again).
-    None when the model has no depthwise conv."""
+    None when the model has no depthwise conv. The search starts at conv `first` (a search
+    cut short goes on, from `base`'s plan); past `deadline` it stops, and `resume_at` says
+    at which conv the next one starts (None: every conv was tried)."""
     from autotune.task import load_graph
     from tensorir.passes import copy_graph
     from tensorir.passes.fuse_dwpw import PLAN_LEVELS, apply_plan, plan_of
@@ -276,9 +338,17 @@ def refine_merge_plan(
     def build(plan: str):
         return _compile(model, target, input_shapes, {"layout_block": block, "fuse_dwpw": plan}, threads)
 
-    plan, mod, seen = start, build(start), {start}
-    log(f"  merge plan per block, from {start} (layout block {_caps(block)}):")
-    for k in range(len(plan)):
+    plan, mod, seen, resume_at = start, build(start), {start}, None
+    log(
+        f"  merge plan per block, from {start}"
+        + (f" at conv {first}" if first else "")
+        + f" (layout block {_caps(block)}):"
+    )
+    for k in range(first, len(plan)):
+        if _past(deadline):
+            resume_at = k
+            log(f"    stopped before conv {k} of {len(plan)}: the time budget's share ran out")
+            break
         alts = []
         for level in PLAN_LEVELS:
             alt = effective(plan[:k] + level + plan[k + 1 :])
@@ -301,9 +371,17 @@ def refine_merge_plan(
         if verdict == "kept":
             plan, mod = alts[k_best - 1], mods[k_best]
     if plan != start and not _wins_thrice(build, start, plan, runs, margin):
-        log(f"  {plan} did not beat {start} by {margin:.0%} in each of 3 timings: the rules' plan stays")
+        which = "the earlier" if first else "the rules'"
+        log(f"  {plan} did not beat {start} by {margin:.0%} in each of 3 timings: {which} plan stays")
         plan = start
-    return plan
+    return PlanFound(plan, resume_at)
+
+
+class PlanFound(NamedTuple):
+    """refine_merge_plan's answer: the plan, and the conv a cut-short search goes on from."""
+
+    plan: str
+    resume_at: int | None
 
 
 def _wins_thrice(build, start: str, plan: str, runs: int, margin: float) -> bool:
@@ -323,6 +401,9 @@ def _medians(mods: list, runs: int) -> list[float]:
 
 def config_label(config: Mapping) -> str:
     merge = config.get("fuse_dwpw")
-    return f"layout block {_caps(config['layout_block'])}" + (
-        "" if merge is None else f", depthwise + 1x1 merged {merge}"
+    where = config.get("merge_from")
+    return (
+        f"layout block {_caps(config['layout_block'])}"
+        + ("" if merge is None else f", depthwise + 1x1 merged {merge}")
+        + ("" if where is None else f" (merge search to go on at conv {where})")
     )

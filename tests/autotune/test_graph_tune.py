@@ -145,7 +145,9 @@ def test_merge_plan_is_refined_block_by_block(tmp_path, monkeypatch):
 
     monkeypatch.setattr(gt, "_compile", fake_compile)
     monkeypatch.setattr(gt, "time_interleaved", fake_time)
-    plan = gt.refine_merge_plan(path, "host", None, base, runs=4, log=lambda _: None)
+    found = gt.refine_merge_plan(path, "host", None, base, runs=4, log=lambda _: None)
+    assert found.resume_at is None  # no deadline: every conv tried
+    plan = found.plan
     assert plan == "TTNTTTNNNNNNNNNNN"  # conv 2 apart; conv 4's 1.5% gain is under the margin
     assert tried[0] == "TTTTTTNNNNNNNNNNN"  # the rules' plan first
     # each plan built once, but for the two confirmations (conv 1's and conv 2's): both rebuilt
@@ -195,7 +197,81 @@ def test_a_plan_that_loses_its_lead_is_not_kept(tmp_path, monkeypatch):
     lanes = tir.target.get_target("host").vector_lanes("float32")
     logs: list[str] = []
     base = {"layout_block": lanes, "fuse_dwpw": True}
-    plan = gt.refine_merge_plan(path, "host", None, base, runs=4, log=logs.append)
+    plan = gt.refine_merge_plan(path, "host", None, base, runs=4, log=logs.append).plan
     assert plan == "TTTTTTNNNNNNNNNNN"
     assert any("conv 2:" in line and "kept" in line for line in logs)
     assert "the rules' plan stays" in logs[-1]
+
+
+def _fake_merge_search(tmp_path, monkeypatch, on_build=None):
+    """MobileNetV2-96 with compiling and timing faked: the model runs 5% faster with conv 2
+    apart, otherwise alike; the plans built, in order; the layout caps left as they are."""
+    import autotune.graph_tune as gt
+    from benchmarks.zoo import save
+    from tensorir.pipeline import is_plan
+
+    path = tmp_path / "mv2.onnx"
+    save("mobilenet_v2_96", path)
+    built: list[str] = []
+
+    def fake_compile(model, target, shapes, config, threads):
+        merge = config.get("fuse_dwpw")
+        if is_plan(merge):
+            built.append(merge)
+            if on_build:
+                on_build(merge)
+        return _Built(config)
+
+    def cost(config: dict) -> float:
+        merge = config.get("fuse_dwpw")
+        return 1.0 - 0.05 * (merge[2] == "N") if is_plan(merge) else 1.5 if merge else 2.0
+
+    lanes = tir.target.get_target("host").vector_lanes("float32")
+    monkeypatch.setattr(gt, "_compile", fake_compile)
+    monkeypatch.setattr(
+        gt, "time_interleaved", lambda mods, runs, rounds=5: [[cost(m.config)] * rounds for m in mods]
+    )
+    monkeypatch.setattr(gt, "refine_layout_caps", lambda *a, **k: [lanes] * 26)
+    return path, built
+
+
+def test_a_merge_search_cut_short_by_its_deadline_goes_on_in_the_next_run(tmp_path, monkeypatch):
+    """Past the deadline (here: once conv 2's alternative was built) no further conv is tried;
+    the plan found so far, checked three times, is recorded with where the search stopped,
+    and the next run (no deadline) goes on from that conv, not from the start."""
+    import autotune.graph_tune as gt
+
+    past = []
+    path, built = _fake_merge_search(tmp_path, monkeypatch, lambda plan: plan[2] == "N" and past.append(1))
+    monkeypatch.setattr(gt, "_past", lambda deadline: deadline is not None and bool(past))
+    db = Database(tmp_path / "t.db")
+    logs: list[str] = []
+    best = tune_model_level(path, db, runs=4, log=logs.append, deadline=1.0)
+    assert best["fuse_dwpw"] == "TTNTTTNNNNNNNNNNN" and best["merge_from"] == 3
+    assert any("stopped before conv 3 of 17" in line for line in logs)
+    assert "go on at conv 3" in logs[-2 - len(model_configs(path, "host", None))]
+    first_run = len(built)
+    logs.clear()
+    best = tune_model_level(path, db, runs=4, log=logs.append)
+    assert best["fuse_dwpw"] == "TTNTTTNNNNNNNNNNN" and "merge_from" not in best
+    assert any("from TTNTTTNNNNNNNNNNN at conv 3" in line for line in logs)
+    assert all(p[:3] == "TTN" for p in built[first_run:])  # convs 0-2 not tried again
+    recs = db.workload_records(model_key(path.read_bytes()), "host", "host")
+    assert [r["config"] for r in recs if "merge_from" in r["config"]] == []  # the cut-short record replaced
+    built.clear()
+    assert tune_model_level(path, db, runs=4, log=logs.append) == best and built == []  # done: not again
+
+
+def test_no_per_segment_search_once_the_deadline_has_passed(tmp_path, monkeypatch):
+    """A deadline already past when the configs are measured: no per-segment search, nothing
+    refined recorded (so the next run does it)."""
+    path, built = _fake_merge_search(tmp_path, monkeypatch)
+    db = Database(tmp_path / "t.db")
+    logs: list[str] = []
+    best = tune_model_level(path, db, runs=4, log=logs.append, deadline=0.0)
+    assert best["fuse_dwpw"] is True and best["layout_block"] in layout_choices(
+        "host"
+    )  # a config as measured
+    assert built == [] and "no time left" in logs[-1]
+    recs = db.workload_records(model_key(path.read_bytes()), "host", "host")
+    assert len(recs) == len(model_configs(path, "host", None))

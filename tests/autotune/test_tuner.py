@@ -9,6 +9,7 @@ import dataclasses
 import math
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -449,3 +450,32 @@ def test_each_result_is_committed_as_soon_as_it_is_final(tmp_path):
     with pytest.raises(KeyboardInterrupt):
         tuner.run()
     assert len(db.records()) == 2
+
+
+def test_the_time_budget_bounds_the_whole_run_model_level_search_included(tmp_path):
+    """`--time-budget` covers the model-level search too (it once ran 14 minutes into a 15
+    minute budget before the first kernel): on MobileNetV2-96, whose per-block merge search
+    alone takes minutes here, the run ends within the budget and a little (start-up, the
+    last trials' batch), and the kernels got what the model-level search left of it."""
+    from benchmarks.zoo import save
+
+    model = tmp_path / "mv2.onnx"
+    save("mobilenet_v2_96", model)
+    budget = 60
+    argv = ["tune", str(model), "--threads", "1", "--trials", "100000", "--time-budget", f"{budget}s"]
+    began = time.monotonic()
+    out = subprocess.run(
+        [sys.executable, "-m", "tensorir.cli", *argv, "--db", str(tmp_path / "t.db"), "--no-model-ab"],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=10 * budget,
+    )
+    took = time.monotonic() - began
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "model-level config" in out.stdout and "best: layout block" in out.stdout
+    trials, seconds = map(
+        int, re.search(r"^(\d+) trials in (\d+) s \(the time budget", out.stdout, re.M).groups()
+    )
+    assert trials > 0 and seconds > 0.2 * budget
+    assert took < 1.25 * budget, f"{took:.0f} s for a {budget} s budget"
