@@ -33,7 +33,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from tensorir.errors import TirError
 from tensorir.graph.types import TensorType
@@ -41,7 +41,7 @@ from tensorir.loop.ir import LoopFunc
 from tensorir.ops.conv_algorithms import KernelTransform
 from tensorir.ops.registry import get_op
 from tensorir.passes.memory_plan import ALIGN
-from tensorir.plan import Arg, KernelCall
+from tensorir.plan import Arg, Copy, KernelCall, LoopSpan
 from tensorir.target import Target
 from tensorir.weight_blob import WeightBlob
 
@@ -114,7 +114,16 @@ def lower_prepares(prepared: Prepared | None, target: Target) -> list[LoopFunc]:
     return funcs
 
 
-def sources_last(weights: WeightBlob, bound: Any, prepared: Prepared | None) -> tuple[int, int]:
+class BoundCalls(Protocol):
+    """What sources_last rewrites of compiler.Bound (bind_plan's result, one module up): the
+    model's kernel calls and final copies, and its loops (a build with loops keeps its layout)."""
+
+    calls: list[KernelCall]
+    copies: list[Copy]
+    loops: list[LoopSpan]
+
+
+def sources_last(weights: WeightBlob, bound: BoundCalls, prepared: Prepared | None) -> tuple[int, int]:
     """Move the weights that only prepare calls read (a Winograd conv's packed 3x3 weight, once
     U is made) to the end of the blob, rewriting every weight argument (model calls, their
     guards, final copies, prepare calls and their manifest entries): (first byte, end) of that
