@@ -355,9 +355,10 @@ def refine_merge_plan(
             if alt not in seen:
                 seen.add(alt)
                 alts.append(alt)
+        alts, built = _buildable(alts, build, lambda a, e: log(f"    conv {k}: {a[k]} does not build: {e}"))
         if not alts:
             continue
-        mods = [mod] + [build(a) for a in alts]
+        mods = [mod, *built]
         costs = _medians(mods, runs)
         k_best = int(np.argmin(costs))
         verdict = "no gain"
@@ -375,6 +376,22 @@ def refine_merge_plan(
         log(f"  {plan} did not beat {start} by {margin:.0%} in each of 3 timings: {which} plan stays")
         plan = start
     return PlanFound(plan, resume_at)
+
+
+def _buildable(plans: list[str], build, failed) -> tuple[list[str], list]:
+    """The plans that build, and their modules; `failed(plan, error)` for each that does not
+    (a level the compiler refuses for this conv: the search goes on without it)."""
+    from tensorir.errors import TirError
+
+    ok, mods = [], []
+    for plan in plans:
+        try:
+            mods.append(build(plan))
+        except TirError as e:
+            failed(plan, e)
+            continue
+        ok.append(plan)
+    return ok, mods
 
 
 class PlanFound(NamedTuple):

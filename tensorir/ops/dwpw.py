@@ -58,6 +58,10 @@ MID_BYTES = 128 << 10  # the depthwise rows of one chunk (every channel), kept i
 # with the expand merged in, every chunk recomputes the expand's halo rows (2 per chunk for a
 # 3x3 depthwise): taller chunks make that cheaper
 BLOCK_MID_BYTES = 512 << 10
+# the chunk's stack buffers (mid, a group's padded depthwise input, the merged expand's sums)
+# stay under this, half codegen's limit (llvm.MAX_STACK_BYTES): PicoDet's first block merged at
+# 800 x 608 (stride 2, 32-channel blocks) needed 4.46 MB with mid alone sizing the chunk
+STACK_BYTES = 2 << 20
 
 
 # channel blocks of the merged expand per register tile, first that divides: each broadcast
@@ -94,8 +98,10 @@ def schedule_dwpw_nchwc(s: Any, outputs: Sequence[Any], target: Any) -> None:
         "oc_blocks", mb_choices, default_oc_blocks(mb_choices, j.extent, lanes, target.num_vector_registers)
     )
     mo, mi = y.split(m, factor=mb)
-    mid_row_bytes = ow.extent * mid.tensor.shape[1] * mid.tensor.shape[4] * elem_bytes(dtype)
-    auto = chunk_first_axis(oh.extent, mid_row_bytes, b.extent, BLOCK_MID_BYTES if ex_acc else MID_BYTES)
+    blocks = expand_blocks(mid) if ex_acc else 1
+    budget = BLOCK_MID_BYTES if ex_acc else MID_BYTES
+    row_bytes = _chunk_row_bytes(mid, pads, oh.extent, blocks, len(ex_acc), elem_bytes(dtype), budget)
+    auto = chunk_first_axis(oh.extent, row_bytes, b.extent, budget)
     rows = knob("row_chunk", ["auto", *divisors(oh.extent)], "auto")
     so, si = y.split(oh, factor=auto if rows == "auto" else rows)
     jo, jv = y.split(j, factor=v)
@@ -117,12 +123,29 @@ def schedule_dwpw_nchwc(s: Any, outputs: Sequence[Any], target: Any) -> None:
     maybe_parallel(y, outer, work_of(pw_acc) + work_of(dw_acc))
     pw_acc.compute_at(y, wo)  # mid's reader is attached first (placement.py)
     mid.compute_at(y, outer)
-    blocks = expand_blocks(mid) if ex_acc else 1
     groups = _schedule_mid(mid, dw_acc, pads, target, blocks)
     if ex_acc:  # the expand's rows for `blocks` channel blocks, read by their padded depthwise inputs
         ex_acc[0].compute_at(mid, groups)
         _schedule_expand(ex_acc[0], target, blocks)
     _schedule_pointwise_tile(pw_acc, acc_v, target)
+
+
+def _chunk_row_bytes(
+    mid: Any, pads: list[Any], rows: int, blocks: int, expand: int, nbytes: int, budget: int
+) -> int:
+    """Bytes per output row that size the auto row chunk: mid's row (all channels), unless the
+    chunk's stack buffers would pass STACK_BYTES at `budget` bytes of mid: then as many more
+    as keep them under it. Besides mid, each group of `blocks` channel blocks holds its padded
+    depthwise input rows (a stride-2 depthwise reads two input rows per output row, each of the
+    wider input), and as much again for the merged expand's sums (`expand`)."""
+    _, c, _, ow, lanes = mid.tensor.shape
+    mid_row = ow * c * lanes * nbytes
+    if not pads:
+        return mid_row
+    _, _, h_in, w_in, lanes_in = pads[0].tensor.shape
+    in_row = h_in * w_in * blocks * lanes_in * nbytes // rows  # per output row, one group
+    stack_row = mid_row + in_row * (1 + expand)
+    return max(mid_row, -(-stack_row * budget // STACK_BYTES))
 
 
 def expand_blocks(mid: Any) -> int:

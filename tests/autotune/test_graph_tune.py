@@ -275,3 +275,25 @@ def test_no_per_segment_search_once_the_deadline_has_passed(tmp_path, monkeypatc
     assert built == [] and "no time left" in logs[-1]
     recs = db.workload_records(model_key(path.read_bytes()), "host", "host")
     assert len(recs) == len(model_configs(path, "host", None))
+
+
+def test_a_level_that_does_not_build_is_skipped(tmp_path, monkeypatch):
+    """A level the compiler refuses for one conv (PicoDet at 800 x 608: a merged block once
+    needed more stack than codegen allows) is logged and left out; the search goes on and
+    still finds conv 2's win."""
+    import autotune.graph_tune as gt
+    from tensorir.errors import TirError
+
+    def refuse(plan: str) -> None:
+        if plan[0] == "N":
+            raise TirError("local buffers need too much stack")
+
+    path, built = _fake_merge_search(tmp_path, monkeypatch, refuse)
+    logs: list[str] = []
+    lanes = tir.target.get_target("host").vector_lanes("float32")
+    found = gt.refine_merge_plan(
+        path, "host", None, {"layout_block": lanes, "fuse_dwpw": True}, runs=4, log=logs.append
+    )
+    assert found == ("TTNTTTNNNNNNNNNNN", None)
+    assert any(line.startswith("    conv 0: N does not build: local buffers") for line in logs)
+    assert built.count("NTTTTTNNNNNNNNNNN") == 1  # tried once, never timed nor rebuilt

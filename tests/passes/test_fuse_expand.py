@@ -201,3 +201,30 @@ def test_expand_blocks_per_register_tile_match_onnxruntime(blocks):
     (kernel,) = _merged(mod)
     assert kernel.count("conv2d_nchwc") == 3, kernel
     np.testing.assert_allclose(mod.run(feeds)[0], want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_wide_stride2_block_sizes_its_row_chunk_to_the_stack():
+    """A stride-2 block with wide rows and one 32-channel block (as PicoDet's first block at
+    800 x 608): each output row needs two padded input rows of twice the width, and the
+    expand's sums for them, so a chunk sized by the depthwise output alone (mid) needed 4.7 MB
+    of stack, past codegen's 4 MB limit, and the build failed. The chunk now counts them all:
+    the kernel's local buffers stay under STACK_BYTES, and it matches onnxruntime."""
+    from tensorir.loop.printer import to_text
+    from tensorir.ops.dwpw import STACK_BYTES
+    from tensorir.pipeline import compile_graph
+
+    model = _block(16, 32, 16, 400, 2)
+    build = compile_graph(load_graph_any(model), "x86_64-v4", layout_block=32, fuse_dwpw="B")
+    (kernel,) = [k for k in build.kernels if "conv_nchwc_pad" in to_text(k)]
+    text = to_text(kernel)
+    sizes = [
+        np.prod([int(d) for d in dims.split(",")]) * 4
+        for dims in re.findall(r"allocate\(f32\[([\d,]+)\]", text)
+    ]
+    assert sum(sizes) <= STACK_BYTES, sizes  # mid, the padded rows, the expand sums, the tiles
+    mod = tir.compile(model, layout_block=32, fuse_dwpw="B")
+    (merged,) = _merged(mod)
+    assert merged.count("conv2d_nchwc") == 3, merged
+    feeds = {"x": RNG.standard_normal((1, 16, 400, 400)).astype(np.float32)}
+    (want,) = ort.InferenceSession(model.SerializeToString()).run(None, feeds)
+    np.testing.assert_allclose(mod.run(feeds)[0], want, rtol=1e-4, atol=1e-4)
