@@ -102,7 +102,8 @@ def tune_model_level(
     from tensorir.frontend import model_bytes
 
     key = model_key(model_bytes(model), input_shapes)
-    done = [r for r in db.workload_records(key, device, target) if r.get("mean_cost") is not None]
+    recorded = db.workload_records(key, device, target)  # a config that did not build: inf
+    done = [{**r, "mean_cost": math.inf if r.get("error") else r["mean_cost"]} for r in recorded]
     configs = model_configs(model, target, input_shapes)
     refined = [r["config"] for r in done if _is_refined(r["config"])]
     round_s = None
@@ -235,7 +236,12 @@ def refine_layout_caps(
             log(f"    stopped after {k} of {len(found)} candidates: the time budget's share ran out")
             break
         trial = [*caps[:s], c, *caps[s + 1 :]]
-        new_mod = build(trial)
+        built = _buildable([trial], build, lambda _, e: log(f"    segment {s} -> {c}: does not build: {e}"))[
+            1
+        ]
+        if not built:
+            continue
+        new_mod = built[0]
         now, then = (float(t.sum()) * 1e3 for t in kernel_times([mod, new_mod]))
         verdict = "kept" if then < now * (1 - keep) else "no gain"
         log(f"    segment {s} -> {c} (guess {gain * 1e3:.3f} ms less): {now:.3f} -> {then:.3f} ms, {verdict}")
@@ -263,12 +269,23 @@ def _caps(caps: int | Sequence[int]) -> str:
 def _measure_round(model, db, key, device, target, input_shapes, configs, runs, log, threads) -> list[dict]:
     """Compile the model with each config, time them interleaved, replace the model's records
     by these; the records as {"config", "mean_cost"}."""
-    mods = [_compile(model, target, input_shapes, c, threads) for c in configs]
-    timings = time_interleaved(mods, runs)  # all together: one at a time drifts with the machine
+    errors: dict[int, str] = {}
+    _, mods = _buildable(
+        configs,
+        lambda c: _compile(model, target, input_shapes, c, threads),
+        lambda c, e: errors.setdefault(configs.index(c), f"does not build: {e}"),
+    )
+    timings = iter(time_interleaved(mods, runs) if mods else [])  # all together: the machine drifts
     db.forget(key, device)
     done = []
-    for config, costs in zip(configs, timings, strict=True):
+    for k, config in enumerate(configs):
         rec = {"workload_key": key, "device": device, "target": target, "config": config}
+        if k in errors:  # recorded as failed, so the next run does not measure the round again
+            db.add({**rec, "error": errors[k]})
+            done.append({"config": config, "mean_cost": math.inf})
+            log(f"  {config_label(config)}: {errors[k]}")
+            continue
+        costs = next(timings)
         db.add({**rec, "costs": costs})
         done.append({"config": config, "mean_cost": float(np.mean(costs))})
         log(f"  {config_label(config)}: {np.mean(costs) * 1e3:.3f} ms per run")
@@ -378,19 +395,19 @@ def refine_merge_plan(
     return PlanFound(plan, resume_at)
 
 
-def _buildable(plans: list[str], build, failed) -> tuple[list[str], list]:
-    """The plans that build, and their modules; `failed(plan, error)` for each that does not
-    (a level the compiler refuses for this conv: the search goes on without it)."""
+def _buildable(choices: list, build, failed) -> tuple[list, list]:
+    """The choices (configs, caps, plans) that build, and their modules; `failed(choice,
+    error)` for each that does not (the compiler refused it: the search goes on without it)."""
     from tensorir.errors import TirError
 
     ok, mods = [], []
-    for plan in plans:
+    for choice in choices:
         try:
-            mods.append(build(plan))
+            mods.append(build(choice))
         except TirError as e:
-            failed(plan, e)
+            failed(choice, e)
             continue
-        ok.append(plan)
+        ok.append(choice)
     return ok, mods
 
 

@@ -297,3 +297,35 @@ def test_a_level_that_does_not_build_is_skipped(tmp_path, monkeypatch):
     assert found == ("TTNTTTNNNNNNNNNNN", None)
     assert any(line.startswith("    conv 0: N does not build: local buffers") for line in logs)
     assert built.count("NTTTTTNNNNNNNNNNN") == 1  # tried once, never timed nor rebuilt
+
+
+def test_a_config_that_does_not_build_is_recorded_as_failed(tmp_path, monkeypatch):
+    """A model-level config the compiler refuses does not end the run: it is recorded as
+    failed (so the next run does not measure the round again) and the best of the others wins."""
+    import autotune.graph_tune as gt
+    from tensorir.errors import TirError
+
+    smallest = layout_choices("host")[0]
+    compiled = []
+
+    def fake_compile(model, target, shapes, config, threads):
+        compiled.append(config)
+        if config["layout_block"] == smallest:
+            raise TirError("local buffers need too much stack")
+        return _Built(config)
+
+    monkeypatch.setattr(gt, "_compile", fake_compile)
+    monkeypatch.setattr(
+        gt, "time_interleaved", lambda mods, runs: [[1e-3 * m.config["layout_block"]] * runs for m in mods]
+    )
+    db = Database(tmp_path / "t.db")
+    logs: list[str] = []
+    best = tune_model_level(TINY, db, runs=3, log=logs.append, per_block=False)
+    assert best == {"layout_block": layout_choices("host")[1]}
+    assert f"  layout block {smallest}: does not build: local buffers need too much stack" in logs
+    recs = db.workload_records(model_key(TINY.read_bytes()), "host", "host")
+    assert sorted((r["config"]["layout_block"], r["error"] is None) for r in recs) == [
+        (b, b != smallest) for b in layout_choices("host")
+    ]
+    compiled.clear()
+    assert tune_model_level(TINY, db, runs=3, log=logs.append, per_block=False) == best and compiled == []
