@@ -38,6 +38,10 @@ from tensorir.errors import InputError
 MODEL_LEVEL_SHARE = 0.5
 
 
+def _minutes(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
+
+
 def parse_duration(text: str) -> float:
     """'90', '90s', '20m', '1.5h' -> seconds."""
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", text)
@@ -167,6 +171,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
         from tensorir.pipeline import merge_choice
 
         print(f"measuring {args.model} with each model-level config (NCHW[x]c block, depthwise + 1x1 merge)")
+        if budget is not None:
+            print(f"  (at most {_minutes(MODEL_LEVEL_SHARE * budget)} of --time-budget {args.time_budget})")
         deadline = None if budget is None else started + MODEL_LEVEL_SHARE * budget
         best = tune_model_level(
             args.model, db, device, target, shapes, threads=args.threads or None, deadline=deadline
@@ -179,14 +185,18 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if not tasks:
         print(f"{args.model}: nothing to tune (no kernel has knobs)")
         return 0
-    print(f"tuning {len(tasks)} tasks of {args.model} on {device}; database {db.path}")
+    left = None if budget is None else max(0.0, budget - (time.monotonic() - started))
+    print(
+        f"tuning {len(tasks)} tasks of {args.model} on {device}; database {db.path}"
+        + ("" if left is None else f"; {_minutes(left)} of the time budget left")
+    )
     for k, t in enumerate(tasks, 1):
         print(f"  {k:2d}. {t}")
     options = TuneOptions(
         device=device,
         target=target,
         trials=args.trials,
-        time_budget_s=None if budget is None else max(0.0, budget - (time.monotonic() - started)),
+        time_budget_s=left,
         batch_size=args.batch,
         early_stopping=args.early_stopping,
         search=args.search,
