@@ -36,6 +36,9 @@ from tensorir.errors import InputError
 # of --time-budget, the most the model-level search may take (graph_tune: it stops trying
 # segments and convs past it); the kernels get what is left of the budget
 MODEL_LEVEL_SHARE = 0.5
+# and what the kernel tuner leaves for the in-model check after it (a few builds and timings of
+# the whole model: PicoDet at 800 x 608, 1.5 of 15 minutes)
+CHECK_SHARE = 0.1
 
 
 def _minutes(seconds: float) -> str:
@@ -82,7 +85,8 @@ def add_tune_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--time-budget",
         metavar="T",
-        help="stop after T (e.g. 20m), the model-level search taking at most half; resumable",
+        help="stop after T (e.g. 20m): the model-level search takes at most half, the in-model "
+        "check after the kernels a tenth; resumable",
     )
     p.add_argument(
         "--db",
@@ -185,10 +189,14 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if not tasks:
         print(f"{args.model}: nothing to tune (no kernel has knobs)")
         return 0
+    checked = dev.measured != "remote" and not servers and not args.no_model_ab
     left = None if budget is None else max(0.0, budget - (time.monotonic() - started))
+    if left is not None and checked:
+        left = max(0.0, left - CHECK_SHARE * budget)
     print(
         f"tuning {len(tasks)} tasks of {args.model} on {device}; database {db.path}"
-        + ("" if left is None else f"; {_minutes(left)} of the time budget left")
+        + ("" if left is None else f"; the kernels get {_minutes(left)} of the time budget")
+        + ("" if left is None or not checked else f", the check after them {_minutes(CHECK_SHARE * budget)}")
     )
     for k, t in enumerate(tasks, 1):
         print(f"  {k:2d}. {t}")
@@ -216,7 +224,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     )
     summary = Tuner(tasks, db, options, measure, measurer=measurer).run()
     print(_report(summary))
-    if dev.measured != "remote" and not servers and not args.no_model_ab:
+    if checked:
         from autotune.model_check import check_in_model
 
         print("checking the records inside the model (each tuned kernel timed in place, with and without)")
