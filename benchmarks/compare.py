@@ -24,7 +24,9 @@ Then, per model, start-up (fresh processes: library load to first output, vs onn
 session creation and first run), code and weights size and kernel count (benchmarks/startup.py;
 --no-startup skips them). Every multi-thread row is measured between two probes of numpy's
 sgemm scaling and taken again (--retries) while they find the second core busy; the lower
-probe stands beside the row (`blocks_on_idle_cores`).
+probe stands beside the row (`blocks_on_idle_cores`). A canary (an FMA loop over the threads)
+runs in every round of such a row too, and the rounds where it ran slow, a core being busy
+then, are dropped; the row says how many.
 """
 
 from __future__ import annotations
@@ -135,26 +137,62 @@ def blocks_beside_ort(mods: list, model, feeds: dict, threads: int, runs: int) -
 
 
 def blocks_on_idle_cores(
-    fns: list, runs: int, warmup: int, threads: int, retries: int, probe=None
-) -> tuple[np.ndarray, float | None]:
+    fns: list, runs: int, warmup: int, threads: int, retries: int, probe=None, canary=None
+) -> tuple[np.ndarray, float | None, int]:
     """interleaved_blocks of `fns`; at more than one thread, with numpy's sgemm scaling
     probed just before and just after (`probe`, default sgemm_scaling), and the whole
     measurement taken again, up to `retries` times, while either probe finds the second core
     busy (scaling below IDLE_SCALING). Another tenant of this VM comes and goes within
     minutes: one probe at the start of a run said idle (1.94x) while ResNet-18's 2-thread row
-    read 16.4 ms against 11.2 ms a few minutes later. Returns the blocks and the lower of the
-    last attempt's two scalings (None at one thread)."""
+    read 16.4 ms against 11.2 ms a few minutes later.
+
+    The probes only see the machine before and after the row, so a `canary` (default
+    busy_canary: an FMA loop split over the threads) runs in every round too, and the rounds
+    where it took more than CANARY_SLACK times its fastest round are dropped: a tenant that
+    held a core then slowed those rounds (onnxruntime's SqueezeNet read 7.00 ms at 2 threads
+    against 7.01 at 1 between probes that scaled 1.94x). Fewer than half the rounds left
+    counts as busy. Returns the blocks kept, the lower of the last attempt's two scalings
+    (None at one thread) and how many rounds were dropped."""
     if threads == 1:
-        return interleaved_blocks(fns, runs, warmup), None
+        return interleaved_blocks(fns, runs, warmup), None, 0
     probe = probe or sgemm_scaling
+    canary = canary or busy_canary(threads)
     for _ in range(retries + 1):
         before = probe()
-        blocks = interleaved_blocks(fns, runs, warmup)
+        blocks = interleaved_blocks([*fns, canary], runs, warmup)
         after = probe()
         scaling = min(b / a for a, b in (before, after))
-        if scaling >= IDLE_SCALING:
+        quiet = blocks[:, -1] <= CANARY_SLACK * blocks[:, -1].min()
+        if scaling >= IDLE_SCALING and 2 * quiet.sum() >= len(quiet):
             break
-    return blocks, scaling
+    return blocks[quiet, :-1], scaling, int((~quiet).sum())
+
+
+CANARY_S = 1e-3  # the canary's time per call on an idle machine
+CANARY_SLACK = 1.15
+
+
+def busy_canary(threads: int):
+    """benchmarks/peak.py's register-only FMA kernel, `threads` tasks on the JIT's thread
+    pool, sized to about CANARY_S: it reads the same in every round unless a core is busy."""
+    from benchmarks.peak import peak_func
+    from tensorir.runtime.jit import compile_host, set_num_threads
+    from tensorir.target import get_target
+
+    target = get_target("host")
+    lanes = target.vector_lanes("float32")
+    accs = max(8, min(24, target.num_vector_registers - 8))
+    x = np.array([0.999999, 1e-7], np.float32)
+    out = np.zeros(threads * accs * lanes, np.float32)
+
+    def sized(iters: int):
+        return compile_host(peak_func(threads, iters, lanes, accs)).bind(x, out)
+
+    set_num_threads(threads)
+    probe = sized(10_000)
+    probe()
+    took = min(_timed(probe) for _ in range(20))
+    return sized(max(1_000, int(10_000 * CANARY_S / took)))
 
 
 def bench_model(
@@ -199,7 +237,7 @@ def bench_model(
                 for m in (tuned, again, tuned_copy):  # the tuned build in a second file
                     m.set_num_threads(n)
                     fns.append(m.bind(feeds))
-            raw, scaling = blocks_on_idle_cores(fns, runs, warmup, n, retries)
+            raw, scaling, dropped = blocks_on_idle_cores(fns, runs, warmup, n, retries)
             blocks = untuned_both_orders(raw)
             times = np.median(blocks, axis=0)
             t_ours, t_ort = times[:2]
@@ -218,8 +256,10 @@ def bench_model(
             }
             if scaling is not None:  # beside every multi-thread figure: was the machine idle?
                 row["sgemm_scaling"] = scaling
-                busy = ": busy, not comparable" if scaling < IDLE_SCALING else ""
-                row["note"] = f"  sgemm {scaling:.2f}x around this row{busy}"
+                busy = ": busy, not comparable" if scaling < IDLE_SCALING or dropped > len(raw) else ""
+                row["rounds_dropped"] = dropped
+                kept = f", {len(raw)} rounds kept of {len(raw) + dropped} (a core busy)" if dropped else ""
+                row["note"] = f"  sgemm {scaling:.2f}x around this row{kept}{busy}"
             if tuned_records is not None:
                 row.update(
                     tuned_ms=times[2] * 1e3,

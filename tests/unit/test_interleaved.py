@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import time
 
 import numpy as np
 import pytest
@@ -96,13 +97,50 @@ def test_a_multi_thread_row_is_taken_again_while_the_second_core_is_busy(
     monkeypatch.setattr(cmp, "WARM_S", 0.0)
     calls = collections.Counter()
     fn = lambda: calls.update("f")  # noqa: E731
-    blocks, scaling = cmp.blocks_on_idle_cores([fn], 5, 0, threads=2, retries=2, probe=_probes(*scalings))
-    assert calls["f"] == measured * (1 + cmp.BLOCK) and blocks.shape == (1, 1)
+    blocks, scaling, dropped = cmp.blocks_on_idle_cores(
+        [fn], 5, 0, threads=2, retries=2, probe=_probes(*scalings), canary=_sleeper([0.001])
+    )
+    # with the canary, two fns: two rounds (each fn in each slot once)
+    assert calls["f"] == measured * 2 * (1 + cmp.BLOCK) and blocks.shape == (2, 1) and dropped == 0
     assert scaling == pytest.approx(expected)
 
 
 def test_one_thread_rows_take_no_probe(monkeypatch):
     monkeypatch.setattr(cmp, "PAUSE_S", 0.0)
     monkeypatch.setattr(cmp, "WARM_S", 0.0)
-    blocks, scaling = cmp.blocks_on_idle_cores([lambda: None], 5, 0, threads=1, retries=2, probe=_probes())
-    assert scaling is None and blocks.shape == (1, 1)
+    blocks, scaling, dropped = cmp.blocks_on_idle_cores(
+        [lambda: None], 5, 0, threads=1, retries=2, probe=_probes()
+    )
+    assert scaling is None and blocks.shape == (1, 1) and dropped == 0
+
+
+def _sleeper(seconds_per_call: list[float]):
+    """A fn whose k-th call sleeps seconds_per_call[k] (the last value once they run out)."""
+    it = iter(seconds_per_call)
+    last = [seconds_per_call[-1]]
+
+    def call() -> None:
+        last[0] = next(it, last[0])
+        time.sleep(last[0])
+
+    return call
+
+
+def test_rounds_where_the_canary_ran_slow_are_dropped(monkeypatch):
+    """Between idle probes, a tenant holding a core for a while shows in the canary: the
+    rounds where it ran more than CANARY_SLACK slower than its fastest are dropped, and a row
+    that keeps fewer than half its rounds is taken again."""
+    monkeypatch.setattr(cmp, "PAUSE_S", 0.0)
+    monkeypatch.setattr(cmp, "WARM_S", 0.0)
+    calls = 1 + cmp.BLOCK  # per round: one untimed call, then the timed block
+    canary = _sleeper([0.002] * calls + [0.006] * calls + [0.002] * calls * 2)  # round 2 of 4 slow
+    fn = lambda: time.sleep(0.001)  # noqa: E731
+    blocks, scaling, dropped = cmp.blocks_on_idle_cores(
+        [fn], 4 * cmp.BLOCK, 0, threads=2, retries=2, probe=_probes(1.9, 1.9), canary=canary
+    )
+    assert dropped == 1 and blocks.shape == (3, 1) and scaling == pytest.approx(1.9)
+    busy = _sleeper([0.002] * (1 + calls) + [0.006] * calls * 3 + [0.002] * 100)  # 3 of 4 slow, then quiet
+    blocks, _, dropped = cmp.blocks_on_idle_cores(
+        [fn], 4 * cmp.BLOCK, 0, threads=2, retries=2, probe=_probes(1.9, 1.9, 1.9, 1.9), canary=busy
+    )
+    assert dropped == 0 and blocks.shape == (4, 1)  # taken again: the second try was quiet
