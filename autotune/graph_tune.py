@@ -236,12 +236,10 @@ def refine_layout_caps(
             log(f"    stopped after {k} of {len(found)} candidates: the time budget's share ran out")
             break
         trial = [*caps[:s], c, *caps[s + 1 :]]
-        built = _buildable([trial], build, lambda _, e: log(f"    segment {s} -> {c}: does not build: {e}"))[
-            1
-        ]
-        if not built:
+        new_mod, error = _try_build(build, trial)
+        if error:
+            log(f"    segment {s} -> {c}: {error}")
             continue
-        new_mod = built[0]
         now, then = (float(t.sum()) * 1e3 for t in kernel_times([mod, new_mod]))
         verdict = "kept" if then < now * (1 - keep) else "no gain"
         log(f"    segment {s} -> {c} (guess {gain * 1e3:.3f} ms less): {now:.3f} -> {then:.3f} ms, {verdict}")
@@ -269,21 +267,17 @@ def _caps(caps: int | Sequence[int]) -> str:
 def _measure_round(model, db, key, device, target, input_shapes, configs, runs, log, threads) -> list[dict]:
     """Compile the model with each config, time them interleaved, replace the model's records
     by these; the records as {"config", "mean_cost"}."""
-    errors: dict[int, str] = {}
-    _, mods = _buildable(
-        configs,
-        lambda c: _compile(model, target, input_shapes, c, threads),
-        lambda c, e: errors.setdefault(configs.index(c), f"does not build: {e}"),
-    )
+    built = [_try_build(lambda c: _compile(model, target, input_shapes, c, threads), c) for c in configs]
+    mods = [m for m, error in built if not error]
     timings = iter(time_interleaved(mods, runs) if mods else [])  # all together: the machine drifts
     db.forget(key, device)
     done = []
-    for k, config in enumerate(configs):
+    for config, (_, error) in zip(configs, built, strict=True):
         rec = {"workload_key": key, "device": device, "target": target, "config": config}
-        if k in errors:  # recorded as failed, so the next run does not measure the round again
-            db.add({**rec, "error": errors[k]})
+        if error:  # recorded as failed, so the next run does not measure the round again
+            db.add({**rec, "error": error})
             done.append({"config": config, "mean_cost": math.inf})
-            log(f"  {config_label(config)}: {errors[k]}")
+            log(f"  {config_label(config)}: {error}")
             continue
         costs = next(timings)
         db.add({**rec, "costs": costs})
@@ -372,10 +366,16 @@ def refine_merge_plan(
             if alt not in seen:
                 seen.add(alt)
                 alts.append(alt)
-        alts, built = _buildable(alts, build, lambda a, e: log(f"    conv {k}: {a[k]} does not build: {e}"))
-        if not alts:
+        ok = []
+        for a in alts:
+            m, error = _try_build(build, a)
+            if error:
+                log(f"    conv {k}: {a[k]} {error}")
+            else:
+                ok.append((a, m))
+        if not ok:
             continue
-        mods = [mod, *built]
+        alts, mods = [a for a, _ in ok], [mod, *(m for _, m in ok)]
         costs = _medians(mods, runs)
         k_best = int(np.argmin(costs))
         verdict = "no gain"
@@ -395,20 +395,15 @@ def refine_merge_plan(
     return PlanFound(plan, resume_at)
 
 
-def _buildable(choices: list, build, failed) -> tuple[list, list]:
-    """The choices (configs, caps, plans) that build, and their modules; `failed(choice,
-    error)` for each that does not (the compiler refused it: the search goes on without it)."""
+def _try_build(build, choice) -> tuple[object, str | None]:
+    """(build(choice), None), or (None, why) where the compiler refuses the choice (a config,
+    caps or plan): a search goes on without it."""
     from tensorir.errors import TirError
 
-    ok, mods = [], []
-    for choice in choices:
-        try:
-            mods.append(build(choice))
-        except TirError as e:
-            failed(choice, e)
-            continue
-        ok.append(choice)
-    return ok, mods
+    try:
+        return build(choice), None
+    except TirError as e:
+        return None, f"does not build: {e}"
 
 
 class PlanFound(NamedTuple):
