@@ -175,24 +175,12 @@ CANARY_SLACK = 1.15
 def busy_canary(threads: int):
     """benchmarks/peak.py's register-only FMA kernel, `threads` tasks on the JIT's thread
     pool, sized to about CANARY_S: it reads the same in every round unless a core is busy."""
-    from benchmarks.peak import peak_func
-    from tensorir.runtime.jit import compile_host, set_num_threads
-    from tensorir.target import get_target
+    from benchmarks.peak import fma_loop
 
-    target = get_target("host")
-    lanes = target.vector_lanes("float32")
-    accs = max(8, min(24, target.num_vector_registers - 8))
-    x = np.array([0.999999, 1e-7], np.float32)
-    out = np.zeros(threads * accs * lanes, np.float32)
-
-    def sized(iters: int):
-        return compile_host(peak_func(threads, iters, lanes, accs)).bind(x, out)
-
-    set_num_threads(threads)
-    probe = sized(10_000)
+    probe, _ = fma_loop(threads, 10_000)
     probe()
     took = min(_timed(probe) for _ in range(20))
-    return sized(max(1_000, int(10_000 * CANARY_S / took)))
+    return fma_loop(threads, max(1_000, int(10_000 * CANARY_S / took)))[0]
 
 
 def bench_model(

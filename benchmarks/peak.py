@@ -84,25 +84,34 @@ def peak_func(tasks: int, iters: int, lanes: int, accs: int) -> LoopFunc:
     return LoopFunc(f"peak_fma_{tasks}x{accs}x{lanes}", (X, O), body)
 
 
-def measure(threads: int, iters: int, runs: int) -> dict:
+def fma_loop(threads: int, iters: int):
+    """The host's peak kernel, `threads` tasks of `iters` iterations, bound and ready to call
+    on the JIT's pool set to `threads`; and its FLOPs per call."""
     from tensorir.runtime.jit import compile_host, set_num_threads
 
-    target = get_target("host")
-    lanes = target.vector_lanes("float32")
-    accs = max(8, min(24, target.num_vector_registers - 8))
-    func = peak_func(threads, iters, lanes, accs)
-    kernel = compile_host(func)
+    lanes, accs = _lanes_accumulators(get_target("host"))
+    kernel = compile_host(peak_func(threads, iters, lanes, accs))
     set_num_threads(threads)
     x = np.array([0.999999, 1e-7], np.float32)
     o = np.zeros(threads * accs * lanes, np.float32)
-    run = kernel.bind(x, o)
+    return kernel.bind(x, o), 2.0 * threads * iters * accs * lanes
+
+
+def _lanes_accumulators(target) -> tuple[int, int]:
+    """float32 lanes per vector, and the accumulators: every register but 8, 8 to 24."""
+    return target.vector_lanes("float32"), max(8, min(24, target.num_vector_registers - 8))
+
+
+def measure(threads: int, iters: int, runs: int) -> dict:
+    target = get_target("host")
+    lanes, accs = _lanes_accumulators(target)
+    run, flops = fma_loop(threads, iters)
     run()  # warm up: wakes the pool, faults the output in
     times = []
     for _ in range(runs):
         t0 = time.perf_counter()
         run()
         times.append(time.perf_counter() - t0)
-    flops = 2.0 * threads * iters * accs * lanes
     best, med = min(times), float(np.median(times))
     return {
         "threads": threads,
