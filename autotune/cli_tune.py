@@ -36,9 +36,10 @@ from tensorir.errors import InputError
 # of --time-budget, the most the model-level search may take (graph_tune: it stops trying
 # segments and convs past it); the kernels get what is left of the budget
 MODEL_LEVEL_SHARE = 0.5
-# and what the kernel tuner leaves for the in-model check after it (a few builds and timings of
-# the whole model: PicoDet at 800 x 608, 1.5 of 15 minutes)
-CHECK_SHARE = 0.1
+# and at most what the kernel tuner leaves for the in-model check after it: the check's own
+# estimate (model_check.check_seconds, from one build and a few runs of the model before the
+# kernels start; PicoDet at 800 x 608 1.5-2.2 minutes), the check cut to fit where that is more
+CHECK_SHARE = 0.25
 
 
 def _minutes(seconds: float) -> str:
@@ -190,13 +191,17 @@ def cmd_tune(args: argparse.Namespace) -> int:
         print(f"{args.model}: nothing to tune (no kernel has knobs)")
         return 0
     checked = dev.measured != "remote" and not servers and not args.no_model_ab
-    left = None if budget is None else max(0.0, budget - (time.monotonic() - started))
-    if left is not None and checked:
-        left = max(0.0, left - CHECK_SHARE * budget)
+    probe, reserve = None, 0.0
+    if budget is not None and checked:
+        from autotune.model_check import probe_check
+
+        probe = probe_check(args.model, db, device, target, shapes, threads=args.threads or None)
+        reserve = min(probe.seconds(), CHECK_SHARE * budget)
+    left = None if budget is None else max(0.0, budget - (time.monotonic() - started) - reserve)
     print(
         f"tuning {len(tasks)} tasks of {args.model} on {device}; database {db.path}"
         + ("" if left is None else f"; the kernels get {_minutes(left)} of the time budget")
-        + ("" if left is None or not checked else f", the check after them {_minutes(CHECK_SHARE * budget)}")
+        + ("" if probe is None else f", the check after them {_minutes(reserve)} ({_probe_label(probe)})")
     )
     for k, t in enumerate(tasks, 1):
         print(f"  {k:2d}. {t}")
@@ -227,8 +232,11 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if checked:
         from autotune.model_check import check_in_model
 
+        sizing = {}
+        if probe is not None:  # to the end of the budget, the time set aside at least
+            sizing = {"plain": probe.module, "deadline": max(started + budget, time.monotonic() + reserve)}
         print("checking the records inside the model (each tuned kernel timed in place, with and without)")
-        check = check_in_model(args.model, db, device, target, shapes, threads=args.threads or None)
+        check = check_in_model(args.model, db, device, target, shapes, threads=args.threads or None, **sizing)
         print(check.report())
     if args.plot:
         from autotune.plot import plot_curves
@@ -236,6 +244,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
         plot_curves(summary, args.plot)
         print(f"wrote {args.plot}")
     return 0
+
+
+def _probe_label(probe: Any) -> str:
+    return f"from a build of {probe.compile_s:.1f} s and a run of {probe.run_s * 1e3:.1f} ms"
 
 
 def _device_key(args: argparse.Namespace, dev: TuningDevice, servers: tuple[str, ...], token: str) -> str:

@@ -34,6 +34,8 @@ import numpy as np
 
 from autotune.database import Database
 
+ROUNDS, WHOLE_RUNS = 15, 30  # the check's defaults: profile rounds, whole-model runs per copy
+
 
 @dataclasses.dataclass
 class WorkloadCheck:
@@ -54,6 +56,8 @@ class ModelCheck:
     workloads: list[WorkloadCheck]
     plain_s: float = float("nan")  # the whole model without records
     tuned_s: float = float("nan")  # the whole model with the checked records
+    rounds: int = ROUNDS  # profile rounds per workload verdict
+    whole_runs: int = WHOLE_RUNS  # whole-model runs per copy of each build
 
     def report(self, top: int = 12) -> str:
         rows = sorted(self.workloads, key=lambda w: -w.count * max(w.default_s, w.tuned_s))
@@ -67,7 +71,10 @@ class ModelCheck:
         if len(rows) > top:
             lines.append(f"  ... {len(rows) - top} more")
         dropped = sum(not w.kept for w in self.workloads)
-        lines.append(f"records kept: {len(self.workloads) - dropped} of {len(self.workloads)}")
+        lines.append(
+            f"records kept: {len(self.workloads) - dropped} of {len(self.workloads)} "
+            f"({self.rounds} rounds in the model)"
+        )
         if np.isfinite(self.plain_s):
             sign = "faster" if self.tuned_s < self.plain_s else "SLOWER: tir compile will not use them"
             lines.append(
@@ -120,7 +127,10 @@ def whole_turns(rounds: int, n: int) -> list[tuple[int, ...]]:
     return [orders[r % len(orders)] for r in range(-(-rounds // len(orders)) * len(orders))]
 
 
-def time_interleaved(mods: Sequence[Any], runs: int, rounds: int = 5) -> list[list[float]]:
+WHOLE_ROUNDS = 5  # time_interleaved's rounds (the check's whole-model A/B)
+
+
+def time_interleaved(mods: Sequence[Any], runs: int, rounds: int = WHOLE_ROUNDS) -> list[list[float]]:
     """Per module one cost per round, each the median of runs / rounds timed runs; the modules
     take turns round by round (whole_turns: `rounds` is raised to a whole number of turns), so
     a slower stretch of a shared machine hits all of them and no module keeps one slot."""
@@ -170,6 +180,100 @@ def profile_interleaved(mods: Sequence[Any], rounds: int) -> list[list[dict[str,
     return out
 
 
+# the least the check is cut to where a time budget is short (fit_check)
+MIN_ROUNDS, MIN_WHOLE_RUNS = 3, 5
+BUILDS = 3  # the check's compiles besides the probe's: with the records, with none, the checked ones
+# a check's build against the probe's: the probe finds its kernels in the caches (the model-level
+# search built them), the check's tuned build does not (MobileNetV2-96: 3.9 s against 1.6)
+COLD_BUILD = 2.0
+
+
+def model_runs(rounds: int, whole_runs: int, run_s: float) -> float:
+    """The model runs check_in_model makes (a profile pass counted as one run): per module
+    (two builds, COPIES copies each) profile_rounds' two warm-up passes and per turn a settle
+    and a pass, then time_interleaved's three warm-up runs and per turn a settle and its timed
+    runs. A settle is SETTLE_S of runs, one at least."""
+    n = 2 * COPIES
+    settle = max(1.0, SETTLE_S / max(run_s, 1e-9))
+    profile = n * 2 + len(whole_turns(rounds, n)) * n * (settle + 1)
+    per_turn = max(1, whole_runs * COPIES // WHOLE_ROUNDS)
+    whole = n * 3 + len(whole_turns(WHOLE_ROUNDS, n)) * n * (settle + per_turn)
+    return profile + whole
+
+
+def check_seconds(
+    compile_s: float, run_s: float, rounds: int = ROUNDS, whole_runs: int = WHOLE_RUNS, builds: int = BUILDS
+) -> float:
+    """What check_in_model takes: `builds` compiles and its model runs."""
+    return builds * compile_s + model_runs(rounds, whole_runs, run_s) * run_s
+
+
+def fit_check(
+    seconds: float,
+    compile_s: float,
+    run_s: float,
+    builds: int = BUILDS,
+    most: tuple[int, int] = (ROUNDS, WHOLE_RUNS),
+) -> tuple[int, int]:
+    """(rounds, whole_runs): `most`, or as many fewer as fit in `seconds` (both cut in step,
+    MIN_ROUNDS and MIN_WHOLE_RUNS at least, whatever that takes)."""
+    for share in (1.0, 0.8, 0.6, 0.4, 0.2, 0.0):
+        rounds = min(most[0], max(MIN_ROUNDS, round(most[0] * share)))
+        whole_runs = min(most[1], max(MIN_WHOLE_RUNS, round(most[1] * share)))
+        if check_seconds(compile_s, run_s, rounds, whole_runs, builds) <= seconds:
+            break
+    return rounds, whole_runs
+
+
+@dataclasses.dataclass
+class CheckProbe:
+    """The model compiled as the check compiles it without kernel records, how long that
+    took and how long one run takes, measured before the kernel tuner starts: what the time
+    set aside for the check is estimated from (`seconds`); the module is the check's first
+    build."""
+
+    module: Any
+    compile_s: float
+    run_s: float
+
+    def seconds(self) -> float:
+        return check_seconds(COLD_BUILD * self.compile_s, self.run_s)
+
+
+def probe_check(
+    model: str | os.PathLike,
+    db: Database,
+    device: str,
+    target: str,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    threads: int | None = None,
+) -> CheckProbe:
+    """Build the model as check_in_model builds it without kernel records, and time it."""
+    started = time.perf_counter()
+    plain = _compile(model, target, input_shapes, _layout_records(model, db, device, input_shapes), threads)
+    return CheckProbe(plain, time.perf_counter() - started, run_seconds(plain))
+
+
+def run_seconds(mod: Any, runs: int = 5) -> float:
+    """A module's median run, after warm-up runs."""
+    return time_interleaved([mod], runs, rounds=1)[0][0]
+
+
+def _layout_records(model: Any, db: Database, device: str, input_shapes: Any) -> dict:
+    """The model's own model-level record (layout block, merge plan), no kernel records."""
+    records = _records(model, db, device, input_shapes)
+    return {records.mkey: records.best(records.mkey)} if records.best(records.mkey) else {}
+
+
+def _records(model: Any, db: Database, device: str, input_shapes: Any) -> _NoVerdict:
+    from autotune.records import Records
+    from tensorir.compiler import model_key
+    from tensorir.frontend import model_bytes
+
+    mkey = model_key(model_bytes(model), input_shapes)
+    return _NoVerdict(Records.open(db.path, False, device=device), mkey)
+
+
 def check_in_model(
     model: str | os.PathLike,
     db: Database,
@@ -177,19 +281,29 @@ def check_in_model(
     target: str,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     threads: int | None = None,
-    rounds: int = 15,
-    whole_runs: int = 30,
+    rounds: int = ROUNDS,
+    whole_runs: int = WHOLE_RUNS,
+    plain: Any = None,
+    deadline: float | None = None,
 ) -> ModelCheck:
     """Time each tuned workload in the model with and without its record, store both as
-    in-model records, then time the whole model without records and with the checked ones."""
+    in-model records, then time the whole model without records and with the checked ones.
+    `plain`: the model already compiled without kernel records (CheckProbe.module).
+    `deadline` (time.monotonic()): after its first build the check cuts `rounds` and
+    `whole_runs` to what fits before it (fit_check, from that build's time and a run's)."""
     from autotune.records import Records
-    from tensorir.compiler import model_key
-    from tensorir.frontend import model_bytes
 
-    mkey = model_key(model_bytes(model), input_shapes)
-    records = _NoVerdict(Records.open(db.path, False, device=device), mkey)
-    layout = {mkey: records.best(mkey)} if records.best(mkey) else {}
-    plain, tuned = (_compile(model, target, input_shapes, r, threads) for r in (layout, records))
+    records = _records(model, db, device, input_shapes)
+    mkey = records.mkey
+    if plain is None:
+        layout = _layout_records(model, db, device, input_shapes)
+        plain = _compile(model, target, input_shapes, layout, threads)
+    started = time.monotonic()
+    tuned = _compile(model, target, input_shapes, records, threads)
+    if deadline is not None:
+        compile_s, run_s = time.monotonic() - started, run_seconds(plain)
+        left = deadline - time.monotonic()
+        rounds, whole_runs = fit_check(left, compile_s, run_s, BUILDS - 1, (rounds, whole_runs))
     with tempfile.TemporaryDirectory() as tmp:
         plains, tuneds = _placed([plain, tuned], Path(tmp), threads)
         timed = profile_interleaved([*plains, *tuneds], rounds)
@@ -203,13 +317,14 @@ def check_in_model(
             db.add({**_record(key, device, target, config), "costs": costs, "timing": "model"})
         default_s, tuned_s = (float(np.mean(c)) for c in per_call)  # as the records rank them
         checks.append(WorkloadCheck(key, _label(kernel), count, default_s, tuned_s, records.best_cost(key)))
-    check = ModelCheck(checks)
+    check = ModelCheck(checks, rounds=rounds, whole_runs=whole_runs)
     if whole_runs:
         checked = _NoVerdict(Records.open(db.path, False, device=device), mkey)
         mods = [_compile(model, target, input_shapes, r, threads) for r in (None, checked)]
         with tempfile.TemporaryDirectory() as tmp:
             copies = _placed(mods, Path(tmp), threads)
-            timed_whole = time_interleaved([*copies[0], *copies[1]], whole_runs * len(copies[0]))
+            runs = whole_runs * len(copies[0])
+            timed_whole = time_interleaved([*copies[0], *copies[1]], runs)
         n = len(copies[0])
         costs = [list(np.mean(timed_whole[:n], axis=0)), list(np.mean(timed_whole[n:], axis=0))]
         check.plain_s, check.tuned_s = (float(np.mean(c)) for c in costs)  # as the records rank them

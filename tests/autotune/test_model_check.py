@@ -6,6 +6,7 @@ profile it rests on times the kernels in model order."""
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 import onnx
@@ -13,6 +14,7 @@ import onnx.helper as oh
 import onnx.numpy_helper as onh
 import pytest
 
+import autotune.model_check as mc
 import tensorir as tir
 from autotune.database import Database
 from autotune.model_check import check_in_model
@@ -125,7 +127,6 @@ def _turn_firsts(log, per_turn):
 
 
 def test_interleaved_timing_rotates_which_module_goes_first(monkeypatch):
-    import autotune.model_check as mc
 
     monkeypatch.setattr(mc, "settle", lambda call: call())  # one untimed run per turn
     log = []
@@ -146,7 +147,6 @@ def test_each_build_is_timed_from_fresh_file_copies(tmp_path, monkeypatch):
     """Two byte-identical libraries in two files time up to 3-4% apart (their mapped weights'
     pages), so the check loads every build from COPIES fresh copies of its folder and averages
     them per round: the per-kernel profile and the whole-model A/B both."""
-    import autotune.model_check as mc
 
     model = _conv_model(tmp_path / "conv.onnx")
     mod = tir.compile(model)
@@ -167,3 +167,68 @@ def test_each_build_is_timed_from_fresh_file_copies(tmp_path, monkeypatch):
     monkeypatch.setattr(mc, "profile_interleaved", counting(mc.profile_interleaved))
     check_in_model(model, Database(tmp_path / "t.db"), "dev", "host", rounds=2, whole_runs=4)
     assert seen == [2 * mc.COPIES, 2 * mc.COPIES]
+
+
+class _CountingModule:
+    """A module whose every run (a call, or one pass of a profile) sleeps RUN_S and counts."""
+
+    RUN_S = 0.005  # more than model_check.SETTLE_S: a settle is one run
+
+    def __init__(self) -> None:
+        self.runs = 0
+        self.inputs = [{"name": "x", "shape": [1], "dtype": "float32"}]
+
+    def _run(self) -> None:
+        self.runs += 1
+        time.sleep(self.RUN_S)
+
+    def bind(self, feeds):
+        return self._run
+
+    def profile(self, feeds, repeat=1):
+        for _ in range(repeat):
+            self._run()
+        return [{"seconds": self.RUN_S}]
+
+
+def test_the_check_estimate_counts_the_runs_the_check_makes():
+    fakes = [_CountingModule() for _ in range(2 * mc.COPIES)]  # two builds, their copies
+    mc.profile_rounds(fakes, rounds=4)
+    mc.time_interleaved(fakes, 5 * mc.COPIES, mc.WHOLE_ROUNDS)
+    assert sum(f.runs for f in fakes) == mc.model_runs(4, 5, _CountingModule.RUN_S)
+
+
+def test_a_check_that_does_not_fit_its_time_is_cut_to_fit():
+    assert mc.fit_check(1e6, 1.0, 0.001) == (mc.ROUNDS, mc.WHOLE_RUNS)  # plenty of time
+    full = mc.check_seconds(2.0, 0.08)  # PicoDet-like: a 2 s build, 80 ms a run
+    rounds, whole_runs = mc.fit_check(full / 2, 2.0, 0.08)
+    assert rounds < mc.ROUNDS and whole_runs < mc.WHOLE_RUNS
+    assert mc.check_seconds(2.0, 0.08, rounds, whole_runs) <= full / 2
+    assert mc.fit_check(0.0, 2.0, 0.08) == (mc.MIN_ROUNDS, mc.MIN_WHOLE_RUNS)  # never less
+    # a slower model, the same time: fewer rounds
+    assert mc.fit_check(full / 2, 2.0, 0.16) <= (rounds, whole_runs)
+
+
+def test_a_check_with_a_deadline_cuts_its_rounds_to_fit(tmp_path):
+    model = _conv_model(tmp_path / "conv.onnx")
+    (task,) = [t for t in extract_tasks(load_graph(model)) if t.op == "fused"]
+    db = Database(tmp_path / "t.db")
+    config = task.space("host").default()
+    db.add({"workload_key": task.key, "device": "dev", "target": "host", "config": config, "costs": [1e-3]})
+    probe = mc.probe_check(model, db, "dev", "host")
+    assert probe.compile_s > 0 and probe.run_s > 0 and probe.module.manifest["kernels"]
+    assert probe.seconds() > mc.BUILDS * probe.compile_s  # the check's builds and its runs
+    t0 = time.monotonic()
+    # a deadline its first build already passes: the least rounds and runs
+    check = check_in_model(model, db, "dev", "host", plain=probe.module, deadline=t0 + 0.1)
+    took = time.monotonic() - t0
+    assert (check.rounds, check.whole_runs) == (mc.MIN_ROUNDS, mc.MIN_WHOLE_RUNS) and len(
+        check.workloads
+    ) == 1
+    assert f"({mc.MIN_ROUNDS} rounds in the model)" in check.report()
+    # the estimate is a model of the check, not a bound: within 3x (a shared 2-core machine)
+    least = mc.check_seconds(mc.COLD_BUILD * probe.compile_s, probe.run_s, mc.MIN_ROUNDS, mc.MIN_WHOLE_RUNS)
+    assert took < 3 * least + 2.0
+    # a deadline far off: the defaults
+    check = check_in_model(model, db, "dev", "host", plain=probe.module, deadline=time.monotonic() + 1e6)
+    assert (check.rounds, check.whole_runs) == (mc.ROUNDS, mc.WHOLE_RUNS)

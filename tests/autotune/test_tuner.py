@@ -457,8 +457,8 @@ def test_the_time_budget_bounds_the_whole_run_model_level_search_included(tmp_pa
     minute budget before the first kernel): on MobileNetV2-96, whose per-block merge search
     alone takes minutes here, the run ends within the budget and a little (start-up, the
     last trials' batch: half the budget on a CI machine busy with other tests; the old code
-    took 166 s), and the kernels got what the model-level search left of it, less a tenth
-    for the in-model check after them."""
+    took 166 s), and the kernels got what the model-level search left of it, less what the
+    in-model check after them was estimated to take (from a build and a run of the model)."""
     from benchmarks.zoo import save
 
     model = tmp_path / "mv2.onnx"
@@ -478,7 +478,10 @@ def test_the_time_budget_bounds_the_whole_run_model_level_search_included(tmp_pa
     assert "model-level config" in out.stdout and "best: layout block" in out.stdout
     assert f"(at most 30 s of --time-budget {budget}s)" in out.stdout
     assert re.search(
-        r"; the kernels get \d+ s of the time budget, the check after them 6 s$", out.stdout, re.M
+        r"; the kernels get \d+ s of the time budget, the check after them \d+ s \(from a build of "
+        r"[\d.]+ s and a run of [\d.]+ ms\)$",
+        out.stdout,
+        re.M,
     )
     assert "records kept:" in out.stdout  # the in-model check ran, within the budget too
     trials, seconds = map(
