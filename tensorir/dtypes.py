@@ -79,16 +79,6 @@ def is_narrow(dtype: str) -> bool:
     return dtype in NARROW
 
 
-def compute_dtype(dtype: str) -> str:
-    """The type arithmetic on `dtype` runs in: float32 for narrow floats, int8 / uint8
-    for the small integers, `dtype` itself otherwise."""
-    if not is_narrow(dtype):
-        return dtype
-    if is_float(dtype):
-        return "float32"
-    return "int8" if is_signed(dtype) else "uint8"
-
-
 def is_signed(dtype: str) -> bool:
     return dtype.startswith("int")
 

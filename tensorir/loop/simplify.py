@@ -46,7 +46,6 @@ from tensorir.loop.ir import (
     ForKind,
     If,
     LetStmt,
-    LoopFunc,
     Not,
     Select,
     Seq,
@@ -492,7 +491,3 @@ class Simplifier(Mutator):
 def simplify(node: Any, ranges: Mapping[Expr, Range] | None = None) -> Any:
     """Simplify a LoopFunc, statement or expression (`ranges`: known var bounds, inclusive)."""
     return Simplifier(RULES, ranges).visit(node)
-
-
-def simplify_func(func: LoopFunc) -> LoopFunc:
-    return simplify(func)  # type: ignore[no-any-return]

@@ -134,11 +134,6 @@ def walk(node: Any) -> Iterator[Node]:
         stack.extend(reversed(children(n)))
 
 
-def find_all(node: Any, pred: Callable[[Node], bool]) -> list[Node]:
-    """All nodes under `node` satisfying `pred`, in walk order."""
-    return [n for n in walk(node) if pred(n)]
-
-
 def free_vars(node: Any) -> set[Var]:
     """Vars used in `node` (loop vars bound inside `node` included)."""
     return {n for n in walk(node) if type(n) is Var}

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
-import json
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -28,11 +27,6 @@ from tensorir.runtime.lengths import model_outputs, trim
 from tensorir.runtime.module import check_feeds, export_folder, load_host_manifest
 
 Feeds = Mapping[str, np.ndarray] | Sequence[np.ndarray]
-
-
-def is_opencl_folder(directory: str | Path) -> bool:
-    path = Path(directory) / "manifest.json"
-    return path.exists() and json.loads(path.read_text()).get("backend") == "opencl"
 
 
 def program_cache_path(manifest: Mapping[str, Any], library: Path) -> Path:
