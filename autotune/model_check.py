@@ -188,56 +188,62 @@ BUILDS = 3  # the check's compiles besides the probe's: with the records, with n
 COLD_BUILD = 2.0
 
 
-def model_runs(rounds: int, whole_runs: int, run_s: float) -> float:
-    """The model runs check_in_model makes (a profile pass counted as one run): per module
-    (two builds, COPIES copies each) profile_rounds' two warm-up passes and per turn a settle
-    and a pass, then time_interleaved's three warm-up runs and per turn a settle and its timed
-    runs. A settle is SETTLE_S of runs, one at least."""
+@dataclasses.dataclass(frozen=True)
+class ModelTiming:
+    """What check_seconds sizes the check from: a build of the model, a run, and a profile
+    call of one pass (Module.profile: a run, then every kernel timed apart, with the ctypes
+    set-up of each kernel: 10-14 runs' time on MobileNetV2-96 and PicoDet)."""
+
+    compile_s: float
+    run_s: float
+    pass_s: float
+
+
+def model_runs(rounds: int, whole_runs: int, run_s: float) -> tuple[float, int]:
+    """(runs, profile calls) check_in_model makes: per module (two builds, COPIES copies
+    each) profile_rounds' warm-up call of two passes (one more run) and per turn a settle and
+    a call of one pass, then time_interleaved's three warm-up runs and per turn a settle and
+    its timed runs. A settle is SETTLE_S of runs, one at least."""
     n = 2 * COPIES
     settle = max(1.0, SETTLE_S / max(run_s, 1e-9))
-    profile = n * 2 + len(whole_turns(rounds, n)) * n * (settle + 1)
+    profile_turns = len(whole_turns(rounds, n)) * n
     per_turn = max(1, whole_runs * COPIES // WHOLE_ROUNDS)
     whole = n * 3 + len(whole_turns(WHOLE_ROUNDS, n)) * n * (settle + per_turn)
-    return profile + whole
+    return n + profile_turns * settle + whole, n + profile_turns
 
 
 def check_seconds(
-    compile_s: float, run_s: float, rounds: int = ROUNDS, whole_runs: int = WHOLE_RUNS, builds: int = BUILDS
+    timing: ModelTiming, rounds: int = ROUNDS, whole_runs: int = WHOLE_RUNS, builds: int = BUILDS
 ) -> float:
-    """What check_in_model takes: `builds` compiles and its model runs."""
-    return builds * compile_s + model_runs(rounds, whole_runs, run_s) * run_s
+    """What check_in_model takes: `builds` compiles, its model runs and its profile calls."""
+    runs, calls = model_runs(rounds, whole_runs, timing.run_s)
+    return builds * timing.compile_s + runs * timing.run_s + calls * timing.pass_s
 
 
 def fit_check(
-    seconds: float,
-    compile_s: float,
-    run_s: float,
-    builds: int = BUILDS,
-    most: tuple[int, int] = (ROUNDS, WHOLE_RUNS),
+    seconds: float, timing: ModelTiming, builds: int = BUILDS, most: tuple[int, int] = (ROUNDS, WHOLE_RUNS)
 ) -> tuple[int, int]:
     """(rounds, whole_runs): `most`, or as many fewer as fit in `seconds` (both cut in step,
     MIN_ROUNDS and MIN_WHOLE_RUNS at least, whatever that takes)."""
     for share in (1.0, 0.8, 0.6, 0.4, 0.2, 0.0):
         rounds = min(most[0], max(MIN_ROUNDS, round(most[0] * share)))
         whole_runs = min(most[1], max(MIN_WHOLE_RUNS, round(most[1] * share)))
-        if check_seconds(compile_s, run_s, rounds, whole_runs, builds) <= seconds:
+        if check_seconds(timing, rounds, whole_runs, builds) <= seconds:
             break
     return rounds, whole_runs
 
 
 @dataclasses.dataclass
 class CheckProbe:
-    """The model compiled as the check compiles it without kernel records, how long that
-    took and how long one run takes, measured before the kernel tuner starts: what the time
-    set aside for the check is estimated from (`seconds`); the module is the check's first
-    build."""
+    """The model compiled as the check compiles it without kernel records, and its timing,
+    taken before the kernel tuner starts: what the time set aside for the check is estimated
+    from (`seconds`); the module is the check's first build."""
 
     module: Any
-    compile_s: float
-    run_s: float
+    timing: ModelTiming
 
     def seconds(self) -> float:
-        return check_seconds(COLD_BUILD * self.compile_s, self.run_s)
+        return check_seconds(dataclasses.replace(self.timing, compile_s=COLD_BUILD * self.timing.compile_s))
 
 
 def probe_check(
@@ -251,12 +257,19 @@ def probe_check(
     """Build the model as check_in_model builds it without kernel records, and time it."""
     started = time.perf_counter()
     plain = _compile(model, target, input_shapes, _layout_records(model, db, device, input_shapes), threads)
-    return CheckProbe(plain, time.perf_counter() - started, run_seconds(plain))
+    return CheckProbe(plain, time_model(plain, time.perf_counter() - started))
 
 
-def run_seconds(mod: Any, runs: int = 5) -> float:
-    """A module's median run, after warm-up runs."""
-    return time_interleaved([mod], runs, rounds=1)[0][0]
+def time_model(mod: Any, compile_s: float, runs: int = 5) -> ModelTiming:
+    """`mod`'s median run (after warm-up runs) and median profile call of one pass."""
+    feeds = feeds_of(mod)
+    passes = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        mod.profile(feeds, repeat=1)
+        passes.append(time.perf_counter() - t0)
+    run_s = time_interleaved([mod], runs, rounds=1)[0][0]
+    return ModelTiming(compile_s, run_s, float(np.median(passes)))
 
 
 def _layout_records(model: Any, db: Database, device: str, input_shapes: Any) -> dict:
@@ -301,9 +314,8 @@ def check_in_model(
     started = time.monotonic()
     tuned = _compile(model, target, input_shapes, records, threads)
     if deadline is not None:
-        compile_s, run_s = time.monotonic() - started, run_seconds(plain)
-        left = deadline - time.monotonic()
-        rounds, whole_runs = fit_check(left, compile_s, run_s, BUILDS - 1, (rounds, whole_runs))
+        timing = time_model(plain, time.monotonic() - started)
+        rounds, whole_runs = fit_check(deadline - time.monotonic(), timing, BUILDS - 1, (rounds, whole_runs))
     with tempfile.TemporaryDirectory() as tmp:
         plains, tuneds = _placed([plain, tuned], Path(tmp), threads)
         timed = profile_interleaved([*plains, *tuneds], rounds)

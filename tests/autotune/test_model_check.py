@@ -5,6 +5,7 @@ profile it rests on times the kernels in model order."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 
@@ -170,12 +171,13 @@ def test_each_build_is_timed_from_fresh_file_copies(tmp_path, monkeypatch):
 
 
 class _CountingModule:
-    """A module whose every run (a call, or one pass of a profile) sleeps RUN_S and counts."""
+    """A module that counts its runs (each sleeps RUN_S) and its profile calls (a call of
+    `repeat` passes: one call and repeat - 1 runs more, as ModelTiming.pass_s counts them)."""
 
     RUN_S = 0.005  # more than model_check.SETTLE_S: a settle is one run
 
     def __init__(self) -> None:
-        self.runs = 0
+        self.runs = self.calls = 0
         self.inputs = [{"name": "x", "shape": [1], "dtype": "float32"}]
 
     def _run(self) -> None:
@@ -186,7 +188,8 @@ class _CountingModule:
         return self._run
 
     def profile(self, feeds, repeat=1):
-        for _ in range(repeat):
+        self.calls += 1
+        for _ in range(repeat - 1):
             self._run()
         return [{"seconds": self.RUN_S}]
 
@@ -195,18 +198,21 @@ def test_the_check_estimate_counts_the_runs_the_check_makes():
     fakes = [_CountingModule() for _ in range(2 * mc.COPIES)]  # two builds, their copies
     mc.profile_rounds(fakes, rounds=4)
     mc.time_interleaved(fakes, 5 * mc.COPIES, mc.WHOLE_ROUNDS)
-    assert sum(f.runs for f in fakes) == mc.model_runs(4, 5, _CountingModule.RUN_S)
+    counted = (sum(f.runs for f in fakes), sum(f.calls for f in fakes))
+    assert counted == mc.model_runs(4, 5, _CountingModule.RUN_S)
 
 
 def test_a_check_that_does_not_fit_its_time_is_cut_to_fit():
-    assert mc.fit_check(1e6, 1.0, 0.001) == (mc.ROUNDS, mc.WHOLE_RUNS)  # plenty of time
-    full = mc.check_seconds(2.0, 0.08)  # PicoDet-like: a 2 s build, 80 ms a run
-    rounds, whole_runs = mc.fit_check(full / 2, 2.0, 0.08)
+    assert mc.fit_check(1e6, mc.ModelTiming(1.0, 0.001, 0.01)) == (mc.ROUNDS, mc.WHOLE_RUNS)  # plenty of time
+    picodet = mc.ModelTiming(8.0, 0.07, 0.9)  # an 8 s build, 70 ms a run, 0.9 s a profile call
+    full = mc.check_seconds(picodet)
+    rounds, whole_runs = mc.fit_check(full / 2, picodet)
     assert rounds < mc.ROUNDS and whole_runs < mc.WHOLE_RUNS
-    assert mc.check_seconds(2.0, 0.08, rounds, whole_runs) <= full / 2
-    assert mc.fit_check(0.0, 2.0, 0.08) == (mc.MIN_ROUNDS, mc.MIN_WHOLE_RUNS)  # never less
+    assert mc.check_seconds(picodet, rounds, whole_runs) <= full / 2
+    assert mc.fit_check(0.0, picodet) == (mc.MIN_ROUNDS, mc.MIN_WHOLE_RUNS)  # never less
     # a slower model, the same time: fewer rounds
-    assert mc.fit_check(full / 2, 2.0, 0.16) <= (rounds, whole_runs)
+    slower = mc.ModelTiming(8.0, 0.14, 1.8)
+    assert mc.fit_check(full / 2, slower) <= (rounds, whole_runs)
 
 
 def test_a_check_with_a_deadline_cuts_its_rounds_to_fit(tmp_path):
@@ -216,8 +222,9 @@ def test_a_check_with_a_deadline_cuts_its_rounds_to_fit(tmp_path):
     config = task.space("host").default()
     db.add({"workload_key": task.key, "device": "dev", "target": "host", "config": config, "costs": [1e-3]})
     probe = mc.probe_check(model, db, "dev", "host")
-    assert probe.compile_s > 0 and probe.run_s > 0 and probe.module.manifest["kernels"]
-    assert probe.seconds() > mc.BUILDS * probe.compile_s  # the check's builds and its runs
+    t = probe.timing
+    assert t.compile_s > 0 and t.pass_s > t.run_s > 0 and probe.module.manifest["kernels"]
+    assert probe.seconds() > mc.BUILDS * t.compile_s  # the check's builds and its runs
     t0 = time.monotonic()
     # a deadline its first build already passes: the least rounds and runs
     check = check_in_model(model, db, "dev", "host", plain=probe.module, deadline=t0 + 0.1)
@@ -227,7 +234,8 @@ def test_a_check_with_a_deadline_cuts_its_rounds_to_fit(tmp_path):
     ) == 1
     assert f"({mc.MIN_ROUNDS} rounds in the model)" in check.report()
     # the estimate is a model of the check, not a bound: within 3x (a shared 2-core machine)
-    least = mc.check_seconds(mc.COLD_BUILD * probe.compile_s, probe.run_s, mc.MIN_ROUNDS, mc.MIN_WHOLE_RUNS)
+    cold = dataclasses.replace(t, compile_s=mc.COLD_BUILD * t.compile_s)
+    least = mc.check_seconds(cold, mc.MIN_ROUNDS, mc.MIN_WHOLE_RUNS)
     assert took < 3 * least + 2.0
     # a deadline far off: the defaults
     check = check_in_model(model, db, "dev", "host", plain=probe.module, deadline=time.monotonic() + 1e6)
