@@ -190,13 +190,15 @@ COLD_BUILD = 2.0
 
 @dataclasses.dataclass(frozen=True)
 class ModelTiming:
-    """What check_seconds sizes the check from: a build of the model, a run, and a profile
-    call of one pass (Module.profile: a run, then every kernel timed apart, with the ctypes
-    set-up of each kernel: 10-14 runs' time on MobileNetV2-96 and PicoDet)."""
+    """What check_seconds sizes the check from: a build of the model, a run, a profile call
+    of one pass (Module.profile: a run, then every kernel timed apart, each with its ctypes
+    set-up: two runs' time on PicoDet at 800 x 608) and a fresh copy of a build (exported
+    and loaded, as `placements` makes them)."""
 
     compile_s: float
     run_s: float
     pass_s: float
+    copy_s: float = 0.0
 
 
 def model_runs(rounds: int, whole_runs: int, run_s: float) -> tuple[float, int]:
@@ -215,9 +217,11 @@ def model_runs(rounds: int, whole_runs: int, run_s: float) -> tuple[float, int]:
 def check_seconds(
     timing: ModelTiming, rounds: int = ROUNDS, whole_runs: int = WHOLE_RUNS, builds: int = BUILDS
 ) -> float:
-    """What check_in_model takes: `builds` compiles, its model runs and its profile calls."""
+    """What check_in_model takes: `builds` compiles, COPIES fresh copies of each of its four
+    builds, its model runs and its profile calls."""
     runs, calls = model_runs(rounds, whole_runs, timing.run_s)
-    return builds * timing.compile_s + runs * timing.run_s + calls * timing.pass_s
+    copies = 4 * COPIES * timing.copy_s
+    return builds * timing.compile_s + copies + runs * timing.run_s + calls * timing.pass_s
 
 
 def fit_check(
@@ -261,7 +265,8 @@ def probe_check(
 
 
 def time_model(mod: Any, compile_s: float, runs: int = 5) -> ModelTiming:
-    """`mod`'s median run (after warm-up runs) and median profile call of one pass."""
+    """`mod`'s median run (after warm-up runs), median profile call of one pass, and the
+    time of one fresh copy."""
     feeds = feeds_of(mod)
     passes = []
     for _ in range(3):
@@ -269,7 +274,13 @@ def time_model(mod: Any, compile_s: float, runs: int = 5) -> ModelTiming:
         mod.profile(feeds, repeat=1)
         passes.append(time.perf_counter() - t0)
     run_s = time_interleaved([mod], runs, rounds=1)[0][0]
-    return ModelTiming(compile_s, run_s, float(np.median(passes)))
+    copy_s = 0.0
+    if hasattr(mod, "export"):
+        with tempfile.TemporaryDirectory() as tmp:
+            t0 = time.perf_counter()
+            _copy(mod, Path(tmp) / "copy", None)
+            copy_s = time.perf_counter() - t0
+    return ModelTiming(compile_s, run_s, float(np.median(passes)), copy_s)
 
 
 def _layout_records(model: Any, db: Database, device: str, input_shapes: Any) -> dict:
@@ -372,17 +383,18 @@ COPIES = 3
 
 def placements(mod: Any, n: int, into: Path, tag: str, threads: int | None = None) -> list[Any]:
     """`mod` loaded from `n` fresh copies of its folder (itself where it cannot be exported)."""
-    import tensorir as tir
-
     if n <= 1 or not hasattr(mod, "export"):
         return [mod]
-    out = []
-    for k in range(n):
-        copy = tir.load(mod.export(into / f"{tag}{k}"))
-        if threads:
-            copy.set_num_threads(threads)
-        out.append(copy)
-    return out
+    return [_copy(mod, into / f"{tag}{k}", threads) for k in range(n)]
+
+
+def _copy(mod: Any, path: Path, threads: int | None) -> Any:
+    import tensorir as tir
+
+    copy = tir.load(mod.export(path))
+    if threads:
+        copy.set_num_threads(threads)
+    return copy
 
 
 def _placed(mods: Sequence[Any], into: Path, threads: int | None) -> list[list[Any]]:

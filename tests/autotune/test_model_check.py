@@ -223,7 +223,7 @@ def test_a_check_with_a_deadline_cuts_its_rounds_to_fit(tmp_path):
     db.add({"workload_key": task.key, "device": "dev", "target": "host", "config": config, "costs": [1e-3]})
     probe = mc.probe_check(model, db, "dev", "host")
     t = probe.timing
-    assert t.compile_s > 0 and t.pass_s > t.run_s > 0 and probe.module.manifest["kernels"]
+    assert t.compile_s > 0 and t.copy_s > 0 and t.pass_s > t.run_s > 0 and probe.module.manifest["kernels"]
     assert probe.seconds() > mc.BUILDS * t.compile_s  # the check's builds and its runs
     t0 = time.monotonic()
     # a deadline its first build already passes: the least rounds and runs
