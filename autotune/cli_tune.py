@@ -248,9 +248,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
 def _probe_label(probe: Any) -> str:
     t = probe.timing
-    ms = (t.run_s * 1e3, t.pass_s * 1e3)
-    build = f"a build of {t.compile_s:.1f} s, a copy of {t.copy_s:.1f} s"
-    return f"from {build}, a run of {ms[0]:.1f} ms and a profile of {ms[1]:.1f} ms"
+    build = f"a build of {t.compile_s:.1f} s, a copy of {t.copy_s * 1e3:.0f} ms"
+    return f"from {build}, a run of {t.run_s * 1e3:.1f} ms and a profile of {t.pass_s * 1e3:.1f} ms"
 
 
 def _device_key(args: argparse.Namespace, dev: TuningDevice, servers: tuple[str, ...], token: str) -> str:
