@@ -88,13 +88,16 @@ def default_path() -> Path:
     return config.cache_dir() / "tuning.db"
 
 
-def best_rows(conn: Any, device: str | None = None, target: str | None = None) -> list[dict]:
+def best_rows(
+    conn: Any, device: str | None = None, target: str | None = None, timed_alone: bool = False
+) -> list[dict]:
     """The best stored row per (workload_key, device) of the current schema, read through
     ``conn`` (a sqlite3 or sqlite-utils connection), optionally of one device / target.
     Records timed in the model come first (a read-only file from before the timing column
-    has none)."""
+    has none); ``timed_alone``: only records timed alone."""
     columns = {r[1] for r in conn.execute(f"PRAGMA table_info({TABLE})")}
-    sql, args = best_query(device, target, model_first="timing" in columns)
+    has_timing = "timing" in columns
+    sql, args = best_query(device, target, model_first=has_timing, timed_alone=timed_alone and has_timing)
     return strip_rank(cursor_dicts(conn.execute(sql, args)))
 
 

@@ -209,9 +209,12 @@ class RecordStore(ABC):
             return self._select(self._where("1 = 1"))
         return self._select(self._where("device = ?"), [device])
 
-    def best_rows(self, device: str | None = None, target: str | None = None) -> list[dict]:
-        """The best stored row per (workload_key, device), sorted by that pair."""
-        return strip_rank(self._select(*best_query(device, target)))
+    def best_rows(
+        self, device: str | None = None, target: str | None = None, timed_alone: bool = False
+    ) -> list[dict]:
+        """The best stored row per (workload_key, device), sorted by that pair
+        (``timed_alone``: of the records timed alone)."""
+        return strip_rank(self._select(*best_query(device, target, timed_alone=timed_alone)))
 
     def __len__(self) -> int:
         return int(self._query(f"SELECT COUNT(*) FROM {TABLE}")[0][0])

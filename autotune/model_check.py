@@ -7,13 +7,15 @@ layout block, once with the kernel records and once without, and timing every ke
 place (`Module.profile`: the kernels in model order, over the model's own memory), the two
 modules taking turns round by round. Per tuned workload it stores two records timed in the
 model (``timing`` "model"): the tuned config and the defaults (config ``{}``), each at its
-in-model time per call. In-model records outrank records timed alone
-(autotune/database.py), so `tir compile` then keeps a record only where it made the model
-faster, and uses the defaults elsewhere. Last comes the whole-model figure: the model
-compiled without any records and with the checked ones, timed interleaved. Both go in as
-in-model records of the model's own key (configs {"kernel_records": False} and the layout
-config with "kernel_records": True), so where the records together made the whole model
-slower, `tir compile` of that model ignores them all (tensorir/pipeline.py: model_choices).
+in-model time per call. The tuned config is the workload's best record timed alone, whatever
+an earlier check chose (`_Candidates`), so a later run's better pick is checked too. In-model
+records outrank records timed alone (autotune/database.py), so `tir compile` then keeps a
+record only where it made the model faster, and uses the defaults elsewhere. Last comes the
+whole-model figure: the model compiled without any records and with the checked ones, timed
+interleaved. Both go in as in-model records of the model's own key (configs
+{"kernel_records": False} and the layout config with "kernel_records": True), so where the
+records together made the whole model slower, `tir compile` of that model ignores them all
+(tensorir/pipeline.py: model_choices).
 
     check = check_in_model("model.onnx", db, device, target)
     print(check.report())
@@ -290,13 +292,15 @@ def _layout_records(model: Any, db: Database, device: str, input_shapes: Any) ->
     return {records.mkey: records.best(records.mkey)} if records.best(records.mkey) else {}
 
 
-def _records(model: Any, db: Database, device: str, input_shapes: Any) -> _NoVerdict:
+def _records(model: Any, db: Database, device: str, input_shapes: Any) -> _Candidates:
+    """What the check's tuned build compiles with (_Candidates)."""
     from autotune.records import Records
     from tensorir.compiler import model_key
     from tensorir.frontend import model_bytes
 
     mkey = model_key(model_bytes(model), input_shapes)
-    return _NoVerdict(Records.open(db.path, False, device=device), mkey)
+    alone = Records.open(db.path, False, device=device, timed_alone=True)
+    return _Candidates(_NoVerdict(Records.open(db.path, False, device=device), mkey), alone)
 
 
 def check_in_model(
@@ -356,6 +360,22 @@ def check_in_model(
         for config, c in (({"kernel_records": False}, costs[0]), (with_records, costs[1])):
             db.add({**_record(mkey, device, target, config), "costs": c, "timing": "model"})
     return check
+
+
+class _Candidates:
+    """The records the check times, as its tuned build reads them: per workload the best
+    record timed alone (the tuner's pick; an earlier check's in-model verdict would outrank
+    it, and a record found by a later `tir tune` of the database would never be timed in the
+    model, nor used), and the model's own model-level record without its verdict."""
+
+    def __init__(self, model_level: _NoVerdict, alone: Any) -> None:
+        self.model_level, self.alone, self.mkey = model_level, alone, model_level.mkey
+
+    def best(self, key: str) -> dict | None:
+        return self.model_level.best(key) if key == self.mkey else self.alone.best(key)
+
+    def best_cost(self, key: str) -> float:
+        return self.alone.best_cost(key)
 
 
 class _NoVerdict:

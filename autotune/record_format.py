@@ -194,11 +194,14 @@ BEST_SQL = (
 )
 
 
-def best_query(device: str | None, target: str | None, model_first: bool = True) -> tuple[str, list]:
+def best_query(
+    device: str | None, target: str | None, model_first: bool = True, timed_alone: bool = False
+) -> tuple[str, list]:
     """(SQL, arguments) of the best row per (workload_key, device) of the current schema,
     optionally of one device / target; its rows carry two extra columns, _rank and _n.
-    ``model_first``: records timed in the model come first (a table with a timing column)."""
-    where, args = "", [SCHEMA_VERSION]
+    ``model_first``: records timed in the model come first (a table with a timing column);
+    ``timed_alone``: only records timed alone (the tuner's own, no in-model verdicts)."""
+    where, args = " AND COALESCE(timing, '') != 'model'" if timed_alone else "", [SCHEMA_VERSION]
     if device is not None:
         where, args = where + " AND device = ?", [*args, device]
     if target is not None:

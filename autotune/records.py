@@ -49,9 +49,10 @@ def _fast_ok(obj: dict, cost: object) -> bool:
 class Records:
     """Best tuning record per workload for one device (and optionally one target)."""
 
-    def __init__(self, device: str = "host", target: str | None = None):
+    def __init__(self, device: str = "host", target: str | None = None, timed_alone: bool = False):
         self.device = device
         self.target = target
+        self.timed_alone = timed_alone  # only records timed alone (the tuner's picks, no verdicts)
         self.how = "exact"  # how `device` was chosen (for_target): exact / other threads / family
         self.wanted = device
         # workload_key -> (alone: 0 in the model / 1 alone, mean_cost, id, source rank, config, source)
@@ -65,12 +66,14 @@ class Records:
         logs: str | os.PathLike | bool | None = None,
         device: str = "host",
         target: str | None = None,
+        timed_alone: bool = False,
     ) -> Records:
         """Load the best records of ``device`` from the database ``db`` (default:
         :func:`autotune.database.default_path`; a missing file is empty) and the JSON Lines
         logs ``logs`` (a folder of ``<device>.jsonl`` files or one file; default:
-        ``./tuning_logs`` if it exists)."""
-        self = cls(device, target)
+        ``./tuning_logs`` if it exists). ``timed_alone``: the best of the records timed alone,
+        as the tuner ranks them (the in-model check's candidates)."""
+        self = cls(device, target, timed_alone)
         if db is not False:  # False: no database, only the logs
             self.load_db(db_source(db))
         if logs is None and DEFAULT_LOGS.is_dir():
@@ -126,6 +129,8 @@ class Records:
         self, key: str, timing: object, cost: float, rid: str, rank: int, config: object, source: str
     ) -> None:
         alone = int(timing != "model")
+        if self.timed_alone and not alone:
+            return
         old = self._best.get(key)
         if old is None or (alone, cost, rid, rank) < old[:4]:
             self._best[key] = (alone, cost, rid, rank, config, source)
@@ -135,12 +140,12 @@ class Records:
         workloads it had."""
         if isinstance(path, str) and postgres_url(path, "--records") is not None:
             with open_database(path, option="--records") as db:
-                rows, name = db.best_rows(self.device, self.target), str(db.path)
+                rows, name = db.best_rows(self.device, self.target, self.timed_alone), str(db.path)
         else:
             path = Path(path)
             if not path.exists():
                 return 0
-            rows, name = _sqlite_best_rows(path, self.device, self.target), str(path)
+            rows, name = _sqlite_best_rows(path, self.device, self.target, self.timed_alone), str(path)
         for r in rows:
             config = json.loads(r["config"])
             self._offer(r["workload_key"], r.get("timing"), r["mean_cost"], r["id"], 0, config, "db")
@@ -207,7 +212,7 @@ class Records:
         return f"Records(device={self.device!r}, target={self.target!r}, workloads={len(self)})"
 
 
-def _sqlite_best_rows(path: Path, device: str, target: str | None) -> list[dict]:
+def _sqlite_best_rows(path: Path, device: str, target: str | None, timed_alone: bool = False) -> list[dict]:
     try:
         conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
     except sqlite3.Error as e:
@@ -216,7 +221,7 @@ def _sqlite_best_rows(path: Path, device: str, target: str | None) -> list[dict]
         has = conn.execute(
             "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", [database.TABLE]
         ).fetchone()
-        return database.best_rows(conn, device, target) if has else []
+        return database.best_rows(conn, device, target, timed_alone) if has else []
     except sqlite3.DatabaseError as e:
         raise InputError(f"tuning database {str(path)!r}: {e}") from None
     finally:

@@ -240,3 +240,28 @@ def test_a_check_with_a_deadline_cuts_its_rounds_to_fit(tmp_path):
     # a deadline far off: the defaults
     check = check_in_model(model, db, "dev", "host", plain=probe.module, deadline=time.monotonic() + 1e6)
     assert (check.rounds, check.whole_runs) == (mc.ROUNDS, mc.WHOLE_RUNS)
+
+
+def test_a_record_found_after_a_check_is_checked_in_the_model_too(tmp_path):
+    """An in-model verdict outranks records timed alone, so the check must time the tuner's
+    newest pick (the best record timed alone), not the last check's winner: else a record
+    found by a later `tir tune` of the same database is never checked, nor used."""
+    model = _conv_model(tmp_path / "conv.onnx")
+    (task,) = [t for t in extract_tasks(load_graph(model)) if t.op == "fused"]
+    space = task.space("host")
+    bad = space.complete({**space.default(), **BAD})
+    db = Database(tmp_path / "t.db")
+    db.add({"workload_key": task.key, "device": "dev", "target": "host", "config": bad, "costs": [1e-9]})
+    check_in_model(model, db, "dev", "host", rounds=3, whole_runs=5)
+    assert Records.open(db.path, False, device="dev").best(task.key) == {}  # the defaults won
+    # a later run finds another config, faster alone than anything before
+    good = space.complete({**space.default(), "unroll_reduce": 1})
+    assert good != bad
+    db.add({"workload_key": task.key, "device": "dev", "target": "host", "config": good, "costs": [1e-10]})
+
+    check = check_in_model(model, db, "dev", "host", rounds=3, whole_runs=5)
+
+    (w,) = check.workloads
+    assert w.alone_s == 1e-10  # the candidate is the newest pick, by its cost alone
+    model_configs = [r["config"] for r in db.workload_records(task.key, "dev") if r["timing"] == "model"]
+    assert good in model_configs  # timed in the model against the defaults

@@ -131,3 +131,18 @@ def test_not_a_database(tmp_path):
     bad.write_bytes(b"this is not sqlite" * 100)
     with pytest.raises(InputError, match="junk.db"):
         Records.open(bad, tmp_path, device="cpu")
+
+
+def test_timed_alone_reads_past_the_in_model_verdicts(tmp_path):
+    """An in-model record outranks any record timed alone; `timed_alone` ranks only the
+    records timed alone (what the in-model check times next), in the database and the logs."""
+    db_path, logs = tmp_path / "t.db", tmp_path / "logs" / "cpu.jsonl"
+    with Database(db_path) as db:
+        db.add_many([rec("w0", 1, 5.0, timing="model"), rec("w0", 2, 2.0), rec("w0", 3, 3.0)])
+    write_log(logs, [rec("w1", 10, 9.0, timing="model"), rec("w1", 11, 4.0)])
+    for source in ({"db": db_path, "logs": False}, {"db": False, "logs": logs}):
+        verdicts, alone = (Records.open(**source, device="cpu", timed_alone=a) for a in (False, True))
+        key = "w0" if source["db"] else "w1"
+        assert verdicts.best(key) == {"i": 1 if source["db"] else 10}  # the verdict, at its higher cost
+        assert alone.best(key) == {"i": 2 if source["db"] else 11}
+        assert alone.best_cost(key) == (2.0 if source["db"] else 4.0)
