@@ -234,7 +234,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
         sizing = {}
         if probe is not None:  # to the end of the budget, the time set aside at least
-            sizing = {"plain": probe.module, "deadline": max(started + budget, time.monotonic() + reserve)}
+            sizing = {"probe": probe, "deadline": max(started + budget, time.monotonic() + reserve)}
         print("checking the records inside the model (each tuned kernel timed in place, with and without)")
         check = check_in_model(args.model, db, device, target, shapes, threads=args.threads or None, **sizing)
         print(check.report())

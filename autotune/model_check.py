@@ -263,7 +263,7 @@ def probe_check(
 ) -> CheckProbe:
     """Build the model as check_in_model builds it without kernel records, and time it."""
     started = time.perf_counter()
-    plain = _compile(model, target, input_shapes, _layout_records(model, db, device, input_shapes), threads)
+    plain = _compile(model, target, input_shapes, _layout(_records(model, db, device, input_shapes)), threads)
     return CheckProbe(plain, time_model(plain, time.perf_counter() - started))
 
 
@@ -286,10 +286,10 @@ def time_model(mod: Any, compile_s: float, runs: int = 5) -> ModelTiming:
     return ModelTiming(compile_s, run_s, float(np.median(passes)), copy_s)
 
 
-def _layout_records(model: Any, db: Database, device: str, input_shapes: Any) -> dict:
+def _layout(records: _Candidates) -> dict:
     """The model's own model-level record (layout block, merge plan), no kernel records."""
-    records = _records(model, db, device, input_shapes)
-    return {records.mkey: records.best(records.mkey)} if records.best(records.mkey) else {}
+    best = records.best(records.mkey)
+    return {records.mkey: best} if best else {}
 
 
 def _records(model: Any, db: Database, device: str, input_shapes: Any) -> _Candidates:
@@ -312,25 +312,27 @@ def check_in_model(
     threads: int | None = None,
     rounds: int = ROUNDS,
     whole_runs: int = WHOLE_RUNS,
-    plain: Any = None,
+    probe: CheckProbe | None = None,
     deadline: float | None = None,
 ) -> ModelCheck:
     """Time each tuned workload in the model with and without its record, store both as
     in-model records, then time the whole model without records and with the checked ones.
-    `plain`: the model already compiled without kernel records (CheckProbe.module).
+    `probe`: the model already compiled without kernel records, and timed (probe_check).
     `deadline` (time.monotonic()): after its first build the check cuts `rounds` and
-    `whole_runs` to what fits before it (fit_check, from that build's time and a run's)."""
+    `whole_runs` to what fits before it (fit_check, from that build's time and the probe's
+    timing of a run, a profile call and a copy)."""
     from autotune.records import Records
 
     records = _records(model, db, device, input_shapes)
     mkey = records.mkey
-    if plain is None:
-        layout = _layout_records(model, db, device, input_shapes)
-        plain = _compile(model, target, input_shapes, layout, threads)
+    plain = probe.module if probe else _compile(model, target, input_shapes, _layout(records), threads)
     started = time.monotonic()
     tuned = _compile(model, target, input_shapes, records, threads)
     if deadline is not None:
-        timing = time_model(plain, time.monotonic() - started)
+        compile_s = time.monotonic() - started
+        timing = (
+            dataclasses.replace(probe.timing, compile_s=compile_s) if probe else time_model(plain, compile_s)
+        )
         rounds, whole_runs = fit_check(deadline - time.monotonic(), timing, BUILDS - 1, (rounds, whole_runs))
     with tempfile.TemporaryDirectory() as tmp:
         plains, tuneds = _placed([plain, tuned], Path(tmp), threads)

@@ -227,7 +227,7 @@ def test_a_check_with_a_deadline_cuts_its_rounds_to_fit(tmp_path):
     assert probe.seconds() > mc.BUILDS * t.compile_s  # the check's builds and its runs
     t0 = time.monotonic()
     # a deadline its first build already passes: the least rounds and runs
-    check = check_in_model(model, db, "dev", "host", plain=probe.module, deadline=t0 + 0.1)
+    check = check_in_model(model, db, "dev", "host", probe=probe, deadline=t0 + 0.1)
     took = time.monotonic() - t0
     assert (check.rounds, check.whole_runs) == (mc.MIN_ROUNDS, mc.MIN_WHOLE_RUNS) and len(
         check.workloads
@@ -238,7 +238,7 @@ def test_a_check_with_a_deadline_cuts_its_rounds_to_fit(tmp_path):
     least = mc.check_seconds(cold, mc.MIN_ROUNDS, mc.MIN_WHOLE_RUNS)
     assert took < 3 * least + 2.0
     # a deadline far off: the defaults
-    check = check_in_model(model, db, "dev", "host", plain=probe.module, deadline=time.monotonic() + 1e6)
+    check = check_in_model(model, db, "dev", "host", probe=probe, deadline=time.monotonic() + 1e6)
     assert (check.rounds, check.whole_runs) == (mc.ROUNDS, mc.WHOLE_RUNS)
 
 
