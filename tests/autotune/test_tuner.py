@@ -457,13 +457,16 @@ def test_the_time_budget_bounds_the_whole_run_model_level_search_included(tmp_pa
     minute budget before the first kernel): on MobileNetV2-96, whose per-block merge search
     alone takes minutes here, the run ends within the budget and a little (start-up, the
     last trials' batch: half the budget on a CI machine busy with other tests; the old code
-    took 166 s), and the kernels got what the model-level search left of it, less what the
-    in-model check after them was estimated to take (from a build and a run of the model)."""
+    took 166 s with a 60 s budget), and the kernels got what the model-level search left of
+    it, less what the in-model check after them was estimated to take (from a build and a run
+    of the model). 90 s: on a fresh cache the first round of model-level configs takes its
+    whole half, and the check's estimate about 15 s (the check's own builds), so a 60 s
+    budget left the kernels 8-15 s."""
     from benchmarks.zoo import save
 
     model = tmp_path / "mv2.onnx"
     save("mobilenet_v2_96", model)
-    budget = 60
+    budget = 90
     argv = ["tune", str(model), "--threads", "1", "--trials", "100000", "--time-budget", f"{budget}s"]
     began = time.monotonic()
     out = subprocess.run(
@@ -476,7 +479,7 @@ def test_the_time_budget_bounds_the_whole_run_model_level_search_included(tmp_pa
     took = time.monotonic() - began
     assert out.returncode == 0, out.stderr[-2000:]
     assert "model-level config" in out.stdout and "best: layout block" in out.stdout
-    assert f"(at most 30 s of --time-budget {budget}s)" in out.stdout
+    assert f"(at most 45 s of --time-budget {budget}s)" in out.stdout
     assert re.search(
         r"; the kernels get \d+ s of the time budget, the check after them \d+ s \(from a build of "
         r"[\d.]+ s, a copy of \d+ ms, a run of [\d.]+ ms and a profile of [\d.]+ ms\)$",
