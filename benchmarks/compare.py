@@ -39,6 +39,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -76,9 +77,10 @@ PAUSE_S = 0.05
 WARM_S = 0.01  # untimed runs after the pause, past the host's ramp (a whole run at least)
 
 
-def interleaved_blocks(fns: list, runs: int, warmup: int) -> np.ndarray:
+def interleaved_blocks(fns: list, runs: int, warmup: int, on_round=None) -> np.ndarray:
     """Seconds per run, the median of each block: (rounds, len(fns)), a round being one block
-    of each fn in the order `turn_orders` gives it."""
+    of each fn in the order `turn_orders` gives it. `on_round()`, if given, is called before
+    each round's blocks."""
     for _ in range(warmup):
         for f in fns:
             f()
@@ -86,6 +88,8 @@ def interleaved_blocks(fns: list, runs: int, warmup: int) -> np.ndarray:
     rounds = -(-runs // BLOCK)
     blocks = np.zeros((-(-rounds // len(orders)) * len(orders), len(fns)))
     for r, row in enumerate(blocks):
+        if on_round is not None:
+            on_round()
         for k in orders[r % len(orders)]:
             time.sleep(PAUSE_S)  # let the other runtime's spinning threads go to sleep
             warm_until = time.perf_counter() + WARM_S
@@ -136,9 +140,16 @@ def blocks_beside_ort(mods: list, model, feeds: dict, threads: int, runs: int) -
     return interleaved_blocks(fns, runs, 5)
 
 
+class IdleBlocks(NamedTuple):
+    blocks: np.ndarray  # the rounds kept: (rounds, fns)
+    scaling: float | None  # the lower sgemm scaling of the two probes (None at one thread)
+    dropped: int  # rounds dropped for a slow canary
+    far: np.ndarray  # per round kept: the two cores shared no cache (core_distance)
+
+
 def blocks_on_idle_cores(
-    fns: list, runs: int, warmup: int, threads: int, retries: int, probe=None, canary=None
-) -> tuple[np.ndarray, float | None, int]:
+    fns: list, runs: int, warmup: int, threads: int, retries: int, probe=None, canary=None, distance=None
+) -> IdleBlocks:
     """interleaved_blocks of `fns`; at more than one thread, with numpy's sgemm scaling
     probed just before and just after (`probe`, default sgemm_scaling), and the whole
     measurement taken again, up to `retries` times, while either probe finds the second core
@@ -151,21 +162,31 @@ def blocks_on_idle_cores(
     where it took more than CANARY_SLACK times its fastest round are dropped: a tenant that
     held a core then slowed those rounds (onnxruntime's SqueezeNet read 7.00 ms at 2 threads
     against 7.01 at 1 between probes that scaled 1.94x). Fewer than half the rounds left
-    counts as busy. Returns the blocks kept, the lower of the last attempt's two scalings
-    (None at one thread) and how many rounds were dropped."""
+    counts as busy.
+
+    Before each round `distance()` (default core_distance.round_trip_ns) times a cache line's
+    round trip between the first two cores: `far` marks the rounds where they shared no cache
+    (the hypervisor had put the vCPUs on different CCDs; neither probe nor canary sees that).
+    Those rounds are kept: both runtimes met the same placement, and the row reports them."""
     if threads == 1:
-        return interleaved_blocks(fns, runs, warmup), None, 0
+        blocks = interleaved_blocks(fns, runs, warmup)
+        return IdleBlocks(blocks, None, 0, np.zeros(len(blocks), bool))
+    from benchmarks.core_distance import is_far, round_trip_ns
+
     probe = probe or sgemm_scaling
     canary = canary or busy_canary(threads)
+    distance = distance or round_trip_ns
     for _ in range(retries + 1):
+        trips: list[float | None] = []
         before = probe()
-        blocks = interleaved_blocks([*fns, canary], runs, warmup)
+        blocks = interleaved_blocks([*fns, canary], runs, warmup, on_round=lambda: trips.append(distance()))
         after = probe()
         scaling = min(b / a for a, b in (before, after))
         quiet = blocks[:, -1] <= CANARY_SLACK * blocks[:, -1].min()
         if scaling >= IDLE_SCALING and 2 * quiet.sum() >= len(quiet):
             break
-    return blocks[quiet, :-1], scaling, int((~quiet).sum())
+    far = np.array([is_far(ns) for ns in trips], bool)
+    return IdleBlocks(blocks[quiet, :-1], scaling, int((~quiet).sum()), far[quiet])
 
 
 CANARY_S = 1e-3  # the canary's time per call on an idle machine
@@ -225,7 +246,7 @@ def bench_model(
                 for m in (tuned, again, tuned_copy):  # the tuned build in a second file
                     m.set_num_threads(n)
                     fns.append(m.bind(feeds))
-            raw, scaling, dropped = blocks_on_idle_cores(fns, runs, warmup, n, retries)
+            raw, scaling, dropped, far = blocks_on_idle_cores(fns, runs, warmup, n, retries)
             blocks = untuned_both_orders(raw)
             times = np.median(blocks, axis=0)
             t_ours, t_ort = times[:2]
@@ -248,6 +269,7 @@ def bench_model(
                 row["rounds_dropped"] = dropped
                 kept = f", {len(raw)} rounds kept of {len(raw) + dropped} (a core busy)" if dropped else ""
                 row["note"] = f"  sgemm {scaling:.2f}x around this row{kept}{busy}"
+                row.update(far_apart(blocks, far))
             if tuned_records is not None:
                 row.update(
                     tuned_ms=times[2] * 1e3,
@@ -258,6 +280,22 @@ def bench_model(
                 )
             rows.append(row)
     return rows
+
+
+def far_apart(blocks: np.ndarray, far: np.ndarray) -> dict:
+    """The row's rounds with its two cores far apart (no shared cache: core_distance): how many,
+    and the ratio (tensorir / onnxruntime) over those rounds and over the others; a note for
+    the table when there are any. The row's own figures keep every round."""
+    out: dict = {"rounds_far": int(far.sum())}
+    if far.any():
+        out["ratio_far"] = paired_ratio(blocks[far], 0, 1)
+        note = f"; cores far apart in {int(far.sum())} of {len(far)} rounds"
+        note += f": ratio {out['ratio_far']:.2f} there"
+        if (~far).any():
+            out["ratio_near"] = paired_ratio(blocks[~far], 0, 1)
+            note += f", {out['ratio_near']:.2f} in the others"
+        out["note_far"] = note
+    return out
 
 
 def untuned_both_orders(blocks: np.ndarray) -> np.ndarray:
@@ -318,7 +356,7 @@ def print_table(rows: list[dict]) -> None:
         print(
             line + f" {r['tensorir_gflops']:>8.1f} {r['onnxruntime_gflops']:>8.1f} "
             f"{r['compile_s']:>9.1f} {r['workspace_bytes'] / 2**20:>9.2f}MiB {r['max_abs_err_vs_ort']:>8.1e}"
-            f" {r.get('tuned_kernels', 0):>5}{r.get('note', '')}"
+            f" {r.get('tuned_kernels', 0):>5}{r.get('note', '')}{r.get('note_far', '')}"
         )
 
 

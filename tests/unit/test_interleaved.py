@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import collections
+import itertools
+import os
 import time
 
 import numpy as np
@@ -97,7 +99,7 @@ def test_a_multi_thread_row_is_taken_again_while_the_second_core_is_busy(
     monkeypatch.setattr(cmp, "WARM_S", 0.0)
     calls = collections.Counter()
     fn = lambda: calls.update("f")  # noqa: E731
-    blocks, scaling, dropped = cmp.blocks_on_idle_cores(
+    blocks, scaling, dropped, _ = cmp.blocks_on_idle_cores(
         [fn], 5, 0, threads=2, retries=2, probe=_probes(*scalings), canary=_sleeper([0.001])
     )
     # with the canary, two fns: two rounds (each fn in each slot once)
@@ -108,7 +110,7 @@ def test_a_multi_thread_row_is_taken_again_while_the_second_core_is_busy(
 def test_one_thread_rows_take_no_probe(monkeypatch):
     monkeypatch.setattr(cmp, "PAUSE_S", 0.0)
     monkeypatch.setattr(cmp, "WARM_S", 0.0)
-    blocks, scaling, dropped = cmp.blocks_on_idle_cores(
+    blocks, scaling, dropped, _ = cmp.blocks_on_idle_cores(
         [lambda: None], 5, 0, threads=1, retries=2, probe=_probes()
     )
     assert scaling is None and blocks.shape == (1, 1) and dropped == 0
@@ -135,12 +137,62 @@ def test_rounds_where_the_canary_ran_slow_are_dropped(monkeypatch):
     calls = 1 + cmp.BLOCK  # per round: one untimed call, then the timed block
     canary = _sleeper([0.002] * calls + [0.006] * calls + [0.002] * calls * 2)  # round 2 of 4 slow
     fn = lambda: time.sleep(0.001)  # noqa: E731
-    blocks, scaling, dropped = cmp.blocks_on_idle_cores(
+    blocks, scaling, dropped, _ = cmp.blocks_on_idle_cores(
         [fn], 4 * cmp.BLOCK, 0, threads=2, retries=2, probe=_probes(1.9, 1.9), canary=canary
     )
     assert dropped == 1 and blocks.shape == (3, 1) and scaling == pytest.approx(1.9)
     busy = _sleeper([0.002] * (1 + calls) + [0.006] * calls * 3 + [0.002] * 100)  # 3 of 4 slow, then quiet
-    blocks, _, dropped = cmp.blocks_on_idle_cores(
+    blocks, _, dropped, _ = cmp.blocks_on_idle_cores(
         [fn], 4 * cmp.BLOCK, 0, threads=2, retries=2, probe=_probes(1.9, 1.9, 1.9, 1.9), canary=busy
     )
     assert dropped == 0 and blocks.shape == (4, 1)  # taken again: the second try was quiet
+
+
+def test_rounds_with_the_cores_far_apart_are_marked_and_reported(monkeypatch):
+    """The round trip timed before each round marks the rounds where the two cores shared no
+    cache; they stay in the row, whose note gives the ratio over them and over the others."""
+    monkeypatch.setattr(cmp, "PAUSE_S", 0.0)
+    monkeypatch.setattr(cmp, "WARM_S", 0.0)
+    trips = itertools.cycle([90.0, 420.0])  # near, far, near, ...
+    rows = itertools.cycle([(1.0, 2.0), (1.8, 2.0)])  # ms of ours and onnxruntime in that round
+    row = [None]
+
+    def distance() -> float:  # called once before each round: that round's speeds
+        row[0] = next(rows)
+        return next(trips)
+
+    def ours() -> None:
+        time.sleep(row[0][0] * 1e-3)
+
+    def ort() -> None:
+        time.sleep(row[0][1] * 1e-3)
+
+    got = cmp.blocks_on_idle_cores(
+        [ours, ort], 4 * cmp.BLOCK, 0, threads=2, retries=0, probe=_probes(1.9, 1.9),
+        canary=_sleeper([0.001]), distance=distance,
+    )  # fmt: skip
+    assert got.far.tolist() == [False, True] * (len(got.far) // 2) and len(got.far) >= 4
+    assert np.allclose(got.blocks[:, 0] / got.blocks[:, 1], np.where(got.far, 0.9, 0.5), rtol=0.1)
+    blocks = np.array([[1.0, 2.0], [1.8, 2.0], [1.0, 2.0], [1.8, 2.0]])
+    out = cmp.far_apart(blocks, np.array([False, True, False, True]))
+    assert out["rounds_far"] == 2
+    assert out["ratio_far"] == pytest.approx(0.9) and out["ratio_near"] == pytest.approx(0.5)
+    assert "far apart in 2 of 4 rounds: ratio 0.90 there, 0.50 in the others" in out["note_far"]
+    assert cmp.far_apart(blocks, np.zeros(4, bool)) == {"rounds_far": 0}
+
+
+def test_core_distance_times_a_round_trip_between_two_cpus():
+    """The ping-pong really runs on two CPUs: a round trip takes some tens of ns at least
+    (two cache-line transfers) and well under a millisecond; one CPU in the mask gives None."""
+    from benchmarks.core_distance import round_trip_ns
+
+    cpus = os.sched_getaffinity(0)
+    if len(cpus) >= 2:
+        ns = round_trip_ns(5000)
+        assert 10.0 < ns < 1e5, ns
+        assert os.sched_getaffinity(0) == cpus  # the caller's mask given back
+    os.sched_setaffinity(0, {min(cpus)})
+    try:
+        assert round_trip_ns(5000) is None
+    finally:
+        os.sched_setaffinity(0, cpus)
