@@ -47,6 +47,7 @@ KNOBS: tuple[str, ...] = (
     "wino_tile_rows",
     "wino_k_vectors",
     "wino_row_block",
+    "wino_outer_order",
     # dense / matmul
     "gemm_rows",
     "gemm_col_vectors",

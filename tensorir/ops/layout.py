@@ -397,7 +397,8 @@ def schedule_conv_nchwc(s: Any, outputs: Sequence[Any], target: Any, wide_tile: 
     pixels = tile_pixels("ow_tile", ow.extent, u, target, 2 if arm_taps else 0)
     # one register tile of sums per (row, pixels, output blocks), its epilogue straight after
     wo, wi = y.split(ow, factor=pixels)
-    if knob("outer_order", ["channels", "rows"], "channels") == "channels":
+    rows_outer = knob("outer_order", ["channels", "rows"], "channels") == "rows"
+    if not rows_outer:
         y.reorder(b, mo, so, si, wo, wi, mi, jo, jv)
         outer = fuse_all(y, [b, mo, so])
     else:
@@ -412,7 +413,9 @@ def schedule_conv_nchwc(s: Any, outputs: Sequence[Any], target: Any, wide_tile: 
         # depthwise, or a dense conv whose register tile spans every output block (the
         # 3-channel stem): each chunk pads its own input rows once and they stay in cache;
         # other dense convs would re-pad every input block once per output block group
-        place_pad(pad, y, outer, chunk_default=not dense or mo.extent == 1, lanes=lanes)
+        place_pad(
+            pad, y, outer, chunk_default=not dense or mo.extent == 1, lanes=lanes, rows_first=rows_outer
+        )
     red = list(acc.op.reduce_axis)
     if dense and knob("reduce_order", ["channels_outer", "taps_outer"], "channels_outer") == "taps_outer":
         red = [red[1], red[2], red[0], red[3]]

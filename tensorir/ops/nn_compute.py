@@ -201,13 +201,18 @@ def schedule_copy(st: Stage, target: Target) -> None:
 PAD_ROW_MIN = 64  # elements of the inner (plain) loops of a padding stage
 
 
-def schedule_pad(st: Stage, lanes: int = 0) -> None:
+def schedule_pad(st: Stage, lanes: int = 0, rows_first: bool = False) -> None:
     """A padding stage at root: the leading axes fused and parallel, the trailing ones plain
     loops of at least PAD_ROW_MIN elements (a whole row when the channel block is narrow; the
     bounds test depends on the position, so it is left to LLVM, which if-converts it into
     masked vector loads) — a fused loop with a 1-wide body would pay index math per element.
-    `lanes` > 0: the channel block as vectors first (`vectorize_pad_block`)."""
+    `lanes` > 0: the channel block as vectors first (`vectorize_pad_block`). `rows_first`
+    (packed NCHW[x]c): the rows outside the channel blocks, so a thread pads whole rows, as
+    a consumer split by rows reads them."""
     vectorize_pad_block(st, lanes)
+    if rows_first and len(st.op.axis) == 5:
+        n, cb, h, *rest = st.leaves
+        st.reorder(n, h, cb, *rest)
     leaves = list(st.leaves)
     inner = 1
     while len(leaves) > 1 and inner < PAD_ROW_MIN:
@@ -237,7 +242,9 @@ def _bounds_test_reads(st: Stage, axis: IterVar) -> bool:
     return any(n is axis for c in conds for n in walk(c))
 
 
-def place_pad(pad: Stage, y: Stage, outer: IterVar | None, chunk_default: bool, lanes: int = 0) -> None:
+def place_pad(
+    pad: Stage, y: Stage, outer: IterVar | None, chunk_default: bool, lanes: int = 0, rows_first: bool = False
+) -> None:
     """Knob `pad_at`: the padding stage computed inside `y`'s parallel loop `outer` (each
     iteration pads only the input rows it reads, which stay in cache) or a padded copy of
     the whole input at root (`schedule_pad`). Chunk suits a loop whose iterations read
@@ -248,7 +255,7 @@ def place_pad(pad: Stage, y: Stage, outer: IterVar | None, chunk_default: bool, 
         pad.compute_at(y, outer)
         vectorize_pad_block(pad, lanes)
     else:
-        schedule_pad(pad, lanes)
+        schedule_pad(pad, lanes, rows_first)
 
 
 def inline_elementwise(s: Schedule, keep: Sequence[Stage] = ()) -> None:

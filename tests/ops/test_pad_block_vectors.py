@@ -88,3 +88,23 @@ def test_plain_nchw_pad_stays_scalar():
     assert lines and not any("ramp(" in ln.split("=")[0] for ln in lines), lines
     (want,) = get_op("max_pool").run_reference([x], attrs)
     np.testing.assert_array_equal(run_built(func, spec, [x], want.shape), want)
+
+
+@pytest.mark.parametrize(("order", "pad_loop"), [("channels", "i0_i1_i2_f"), ("rows", "i0_i2_i1_f")])
+def test_a_root_pad_follows_the_convs_outer_order(order, pad_loop):
+    """outer_order = rows: the padded copy at root is split by rows too (image, row, channel
+    block), so a thread pads the input rows its conv rows read; channels keeps (image,
+    channel block, row). Numerics unchanged."""
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((1, 4 * L, 40, 40)).astype(np.float32)
+    w = rng.standard_normal((4 * L, 4 * L, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(4 * L).astype(np.float32)
+    attrs = {"group": 1, "pads": (1, 1, 1, 1), "strides": (2, 2)}
+    ins = [pack_array(x, L), pack_weight(w, L, L, False), b.reshape(-1, L)]
+    cfg = {"algorithm": "direct", "pad_at": "root", "outer_order": order, "oc_blocks": 1}
+    func, spec = _build("conv2d_nchwc", ins, attrs, cfg)
+    heads = [ln.strip() for ln in str(func).splitlines() if "parallel(" in ln]
+    assert heads[0].startswith(f"for {pad_loop} in parallel("), heads
+    got = run_built(func, spec, ins, (1, 4, 20, 20, L))
+    ref = conv(*(a.astype(np.float64) for a in (x, w, b)), strides=(2, 2), pads=(1,) * 4, group=1)
+    assert_relative(unpack_array(got), ref, 1e-5)

@@ -10,8 +10,9 @@ import pytest
 import tensorir.schedule.algorithms.winograd_nchwc  # noqa: F401  (registers the op)
 from tensorir.errors import ShapeError
 from tensorir.graph.types import TensorType
+from tensorir.loop.printer import to_text
 from tensorir.ops.fused import FusedBody, Step
-from tensorir.ops.kernel import kernel_space, run_op
+from tensorir.ops.kernel import kernel_space, op_kernel, run_op
 from tensorir.ops.layout import pack_array, pack_weight
 from tensorir.ops.registry import get_op
 from tensorir.schedule.algorithms.winograd import weight_transform
@@ -163,3 +164,25 @@ def test_input_blocks_narrower_than_the_vector() -> None:
     assert "ch_i//" not in text  # no per-lane block index (the gathered form's `ch_i//8*...`)
     (y,) = run_op(OP, wins, {"pads": pads, "m": m})
     check(y, direct([x, wp], pads), m)
+
+
+@pytest.mark.parametrize(
+    "order,pad_loop,gemm_loop",
+    [
+        ("channels", "for i0_i1_i2_f in parallel(0, 20)", "for i_kb_o_y_o_f in parallel(0, 8)"),
+        ("rows", "for i0_i2_i1_f in parallel(0, 20)", "for i_y_o_kb_o_f in parallel(0, 8)"),
+    ],
+)
+def test_outer_order_splits_every_stage_the_same_way(order: str, pad_loop: str, gemm_loop: str) -> None:
+    """wino_outer_order = rows: the padding's parallel loop runs (image, row, channel block)
+    and the GEMM's (image, tile-row block, output channel block), so a thread multiplies the
+    tiles it transformed from rows it padded; channels (the default) splits the GEMM by
+    output channel blocks. The input transform is per tile either way. Same numbers."""
+    ins, wins = make_case((1, 32, 8, 8, 32), 2, bias=True)
+    attrs = {"pads": (1, 1, 1, 1), "m": 2}
+    cfg = {"wino_outer_order": order, "wino_row_block": 1, "wino_k_vectors": 1}
+    text = to_text(op_kernel(OP, [TensorType.of(a) for a in wins], attrs, config=cfg, passes=False))
+    parallel = [line.strip().rstrip(":") for line in text.splitlines() if "parallel" in line]
+    assert parallel == [pad_loop, "for i_t_f in parallel(0, 16)", gemm_loop]
+    (y,) = run_op(OP, wins, attrs, config=cfg)
+    check(y, direct(ins, (1, 1, 1, 1)), 2)

@@ -229,11 +229,18 @@ def schedule_winograd_nchwc(s: Any, outputs: Sequence[Any], target: Any) -> None
     th = -(-yh.extent // m)
     tw = ntiles // th
 
+    # the parallel loops' order: "rows" splits every stage by rows of tiles, so a thread
+    # transforms and multiplies the rows it padded (and its producer wrote, if that split by
+    # rows too); "channels" splits the GEMM by output channel blocks, each thread reading
+    # every tile's V
+    rows_outer = knob("wino_outer_order", ["channels", "rows"], "channels") == "rows"
     if xp is not None:  # packed copy: the bounds test is per pixel, the channel block a vector
-        *pouter, pc = xp.op.axis
-        _, pcv = xp.split(pc, factor=pick_vector(pc.extent, lanes))
+        pn, pcb, ph, pw, pc = xp.op.axis
+        pco, pcv = xp.split(pc, factor=pick_vector(pc.extent, lanes))
         xp.vectorize(pcv)
-        maybe_parallel(xp, fuse_all(xp, pouter[:3]), work)
+        if rows_outer:
+            xp.reorder(pn, ph, pcb, pw, pco, pcv)
+        maybe_parallel(xp, fuse_all(xp, [pn, ph, pcb] if rows_outer else [pn, pcb, ph]), work)
 
     # input transform: per (image, tile, channel vector), all alpha x alpha outputs; a vector
     # within one block of the packed input (a 16-lane vector over 8-channel blocks was two
@@ -280,9 +287,13 @@ def schedule_winograd_nchwc(s: Any, outputs: Sequence[Any], target: Any) -> None
     jo, ju = y.split(ykb, factor=kbb)
     ho, hi = y.split(yh, factor=tyb * m)
     yko, yv = y.split(yki, factor=kv)
-    y.reorder(yb, jo, ho, hi, yw, ju, yko, yv)
+    if rows_outer:
+        y.reorder(yb, ho, jo, hi, yw, ju, yko, yv)
+        outer = fuse_all(y, [yb, ho, jo])
+    else:
+        y.reorder(yb, jo, ho, hi, yw, ju, yko, yv)
+        outer = fuse_all(y, [yb, jo, ho])
     y.vectorize(yv)
-    outer = fuse_all(y, [yb, jo, ho])
     maybe_parallel(y, outer, work)
 
     # output transform Z A at y's block, AT M and the GEMM inside it
