@@ -26,7 +26,10 @@ session creation and first run), code and weights size and kernel count (benchma
 sgemm scaling and taken again (--retries) while they find the second core busy; the lower
 probe stands beside the row (`blocks_on_idle_cores`). A canary (an FMA loop over the threads)
 runs in every round of such a row too, and the rounds where it ran slow, a core being busy
-then, are dropped; the row says how many.
+then, are dropped; the row says how many. Before every round of such a row a cache line's
+round trip between the two cores is timed (benchmarks/core_distance.py): the rounds where
+they shared no cache (this VM's vCPUs on different CCDs) are kept, counted and given their
+own ratio beside the row, and a row far apart in most of its rounds is taken again.
 """
 
 from __future__ import annotations
@@ -167,7 +170,9 @@ def blocks_on_idle_cores(
     Before each round `distance()` (default core_distance.round_trip_ns) times a cache line's
     round trip between the first two cores: `far` marks the rounds where they shared no cache
     (the hypervisor had put the vCPUs on different CCDs; neither probe nor canary sees that).
-    Those rounds are kept: both runtimes met the same placement, and the row reports them."""
+    Those rounds are kept: both runtimes met the same placement, and the row reports them;
+    but a row whose cores were far apart in more than half its rounds is taken again too
+    (within `retries`), as a busy one is: the placement lasts seconds to minutes."""
     if threads == 1:
         blocks = interleaved_blocks(fns, runs, warmup)
         return IdleBlocks(blocks, None, 0, np.zeros(len(blocks), bool))
@@ -183,9 +188,10 @@ def blocks_on_idle_cores(
         after = probe()
         scaling = min(b / a for a, b in (before, after))
         quiet = blocks[:, -1] <= CANARY_SLACK * blocks[:, -1].min()
-        if scaling >= IDLE_SCALING and 2 * quiet.sum() >= len(quiet):
+        far = np.array([is_far(ns) for ns in trips], bool)
+        near = 2 * (quiet & ~far).sum() >= quiet.sum()
+        if scaling >= IDLE_SCALING and 2 * quiet.sum() >= len(quiet) and near:
             break
-    far = np.array([is_far(ns) for ns in trips], bool)
     return IdleBlocks(blocks[quiet, :-1], scaling, int((~quiet).sum()), far[quiet])
 
 

@@ -196,3 +196,16 @@ def test_core_distance_times_a_round_trip_between_two_cpus():
         assert round_trip_ns(5000) is None
     finally:
         os.sched_setaffinity(0, cpus)
+
+
+def test_a_row_mostly_far_apart_is_taken_again(monkeypatch):
+    """Most rounds with the cores far apart: the row is measured again (within the retries),
+    as when a core is busy; the try whose rounds were mostly near is the one kept."""
+    monkeypatch.setattr(cmp, "PAUSE_S", 0.0)
+    monkeypatch.setattr(cmp, "WARM_S", 0.0)
+    trips = iter([420.0] * 4 + [90.0] * 100)  # the first try's 4 rounds far, then near
+    got = cmp.blocks_on_idle_cores(
+        [lambda: None], 4 * cmp.BLOCK, 0, threads=2, retries=2, probe=_probes(1.9, 1.9, 1.9, 1.9),
+        canary=_sleeper([0.001]), distance=lambda: next(trips),
+    )  # fmt: skip
+    assert len(got.far) == 4 and not got.far.any()
