@@ -23,9 +23,11 @@ from __future__ import annotations
 import argparse
 import ctypes
 import os
+import platform
 import time
 
 FAR_NS = 250.0  # round trips above this: the cores share no cache level
+SETAFFINITY = {"x86_64": 203, "aarch64": 122}  # sched_setaffinity's syscall number
 
 _IR = r"""
 @tir_cd_flag = internal global i64 0, align 64
@@ -43,7 +45,7 @@ define internal void @tir_cd_pin(i64 %cpu) {
   %one = shl i64 1, %bit
   %p = getelementptr [16 x i64], ptr %mask, i64 0, i64 %word
   store i64 %one, ptr %p
-  %r = call i64 (i64, ...) @syscall(i64 203, i64 0, i64 128, ptr %mask)
+  %r = call i64 (i64, ...) @syscall(i64 SETAFFINITY, i64 0, i64 128, ptr %mask)
   ret void
 }
 declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)
@@ -149,7 +151,7 @@ def _compiled():
 
         engine = _engine()
         with LLVM_LOCK:
-            mod = llvm.parse_assembly(_IR)
+            mod = llvm.parse_assembly(_IR.replace("SETAFFINITY", str(SETAFFINITY[platform.machine()])))
             mod.verify()
             engine.add(mod)
             addr = engine.address("tir_core_distance_ping")
