@@ -28,7 +28,7 @@ probe stands beside the row (`blocks_on_idle_cores`). A canary (an FMA loop over
 runs in every round of such a row too, and the rounds where it ran slow, a core being busy
 then, are dropped; the row says how many. Before every round of such a row a cache line's
 round trip between the two cores is timed (benchmarks/core_distance.py): the rounds where
-they shared no cache (this VM's vCPUs on different CCDs) are kept, counted and given their
+they shared no cache (this VM's vCPUs on cores without a shared L3) are kept, counted and given their
 own ratio beside the row, and a row far apart in most of its rounds is taken again.
 """
 
@@ -169,7 +169,7 @@ def blocks_on_idle_cores(
 
     Before each round `distance()` (default core_distance.round_trip_ns) times a cache line's
     round trip between the first two cores: `far` marks the rounds where they shared no cache
-    (the hypervisor had put the vCPUs on different CCDs; neither probe nor canary sees that).
+    (the hypervisor had put the vCPUs on cores without a shared L3; neither probe nor canary sees it).
     Those rounds are kept: both runtimes met the same placement, and the row reports them;
     but a row whose cores were far apart in more than half its rounds is taken again too
     (within `retries`), as a busy one is: the placement lasts seconds to minutes."""

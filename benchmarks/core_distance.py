@@ -7,10 +7,10 @@ Two threads, pinned to the first two CPUs of the affinity mask, hand one 64-byte
 and forth (the first writes an odd count and waits for the next even one, the second the
 other way round); the round trip is the time of one hand-over each way. On the 2-vCPU Zen 5
 VM it reads 65-160 ns most of the time and 400-800 ns for spells of seconds to minutes: the
-hypervisor then runs the two vCPUs on different CCDs, which share no L3, and every line one
-thread wrote and the other reads crosses the fabric. Neither sgemm's scaling nor an FMA
-canary sees it (each thread keeps to its own data), but a model whose kernels split their
-work differently from their producers does: ResNet-50 at 2 threads took 14.5-14.9 ms in the
+hypervisor then runs the two vCPUs on cores that share no L3 (another CCD; at that latency
+perhaps another socket, with its own memory), and every line one thread wrote and the other
+reads crosses the fabric. Neither sgemm's scaling nor an FMA canary sees it (each thread
+keeps to its own data), but a model run does: ResNet-50 at 2 threads took 14.5-14.9 ms in the
 near state and 16.5-17.9 in the far one, onnxruntime 17.3-17.9 in both.
 
 The ping-pong is LLVM IR (atomics, pthread_create and sched_setaffinity from libc; a bare spin, no `pause`, as
