@@ -99,7 +99,7 @@ def test_a_multi_thread_row_is_taken_again_while_the_second_core_is_busy(
     monkeypatch.setattr(cmp, "WARM_S", 0.0)
     calls = collections.Counter()
     fn = lambda: calls.update("f")  # noqa: E731
-    blocks, scaling, dropped, _ = cmp.blocks_on_idle_cores(
+    blocks, scaling, dropped, *_ = cmp.blocks_on_idle_cores(
         [fn], 5, 0, threads=2, retries=2, probe=_probes(*scalings), canary=_sleeper([0.001])
     )
     # with the canary, two fns: two rounds (each fn in each slot once)
@@ -110,7 +110,7 @@ def test_a_multi_thread_row_is_taken_again_while_the_second_core_is_busy(
 def test_one_thread_rows_take_no_probe(monkeypatch):
     monkeypatch.setattr(cmp, "PAUSE_S", 0.0)
     monkeypatch.setattr(cmp, "WARM_S", 0.0)
-    blocks, scaling, dropped, _ = cmp.blocks_on_idle_cores(
+    blocks, scaling, dropped, *_ = cmp.blocks_on_idle_cores(
         [lambda: None], 5, 0, threads=1, retries=2, probe=_probes()
     )
     assert scaling is None and blocks.shape == (1, 1) and dropped == 0
@@ -137,12 +137,12 @@ def test_rounds_where_the_canary_ran_slow_are_dropped(monkeypatch):
     calls = 1 + cmp.BLOCK  # per round: one untimed call, then the timed block
     canary = _sleeper([0.002] * calls + [0.006] * calls + [0.002] * calls * 2)  # round 2 of 4 slow
     fn = lambda: time.sleep(0.001)  # noqa: E731
-    blocks, scaling, dropped, _ = cmp.blocks_on_idle_cores(
+    blocks, scaling, dropped, *_ = cmp.blocks_on_idle_cores(
         [fn], 4 * cmp.BLOCK, 0, threads=2, retries=2, probe=_probes(1.9, 1.9), canary=canary
     )
     assert dropped == 1 and blocks.shape == (3, 1) and scaling == pytest.approx(1.9)
     busy = _sleeper([0.002] * (1 + calls) + [0.006] * calls * 3 + [0.002] * 100)  # 3 of 4 slow, then quiet
-    blocks, _, dropped, _ = cmp.blocks_on_idle_cores(
+    blocks, _, dropped, *_ = cmp.blocks_on_idle_cores(
         [fn], 4 * cmp.BLOCK, 0, threads=2, retries=2, probe=_probes(1.9, 1.9, 1.9, 1.9), canary=busy
     )
     assert dropped == 0 and blocks.shape == (4, 1)  # taken again: the second try was quiet
@@ -209,3 +209,24 @@ def test_a_row_mostly_far_apart_is_taken_again(monkeypatch):
         canary=_sleeper([0.001]), distance=lambda: next(trips),
     )  # fmt: skip
     assert len(got.far) == 4 and not got.far.any()
+
+
+def test_a_canary_slow_for_a_whole_row_is_caught_by_an_earlier_rows_pace(monkeypatch):
+    """The canary's fastest block is kept across the rows it runs in: a row during which a
+    tenant held the core throughout (every block slow alike) is dropped and taken again."""
+    monkeypatch.setattr(cmp, "PAUSE_S", 0.0)
+    monkeypatch.setattr(cmp, "WARM_S", 0.0)
+    pace = [0.002]
+    canary = lambda: time.sleep(pace[0])  # noqa: E731
+    fn = lambda: None  # noqa: E731
+    got = cmp.blocks_on_idle_cores(
+        [fn], 4 * cmp.BLOCK, 0, threads=2, retries=0, probe=_probes(1.9, 1.9), canary=canary,
+        distance=lambda: 90.0,
+    )  # fmt: skip
+    assert got.dropped == 0 and not got.busy  # a quiet row sets the pace
+    pace[0] = 0.006  # the next row: slow throughout
+    got = cmp.blocks_on_idle_cores(
+        [fn], 4 * cmp.BLOCK, 0, threads=2, retries=0, probe=_probes(1.9, 1.9), canary=canary,
+        distance=lambda: 90.0,
+    )  # fmt: skip
+    assert got.busy and got.blocks.shape[0] == 4 and got.dropped == 0  # kept whole, flagged
