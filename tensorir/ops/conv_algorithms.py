@@ -121,7 +121,7 @@ def algorithm_choices(
         m_out = w_shape[0] * w_shape[5]
         p = conv_nchwc_attrs(dict(attrs))[1]
         oh, ow = h + p[0] + p[2] - 2, w + p[1] + p[3] - 2
-        m = choose_winograd_m((n, c, oh, ow, m_out))
+        m = choose_winograd_m((n, c, oh, ow, m_out), full_rate_lanes=full_rate_lanes or lanes)
         if m is not None and weight_const:
             default = f"winograd{m}"
     if weight_const and conv_strassen.eligible(x_shape, w_shape, attrs):

@@ -14,10 +14,12 @@ from tensorir.ops.registry import get_op
 from tensorir.schedule.algorithms.winograd import (
     choose_winograd_m,
     direct_conv64,
+    direct_cost,
     measure_errors,
     weight_transform,
     winograd_conv2d,
     winograd_conv_reference,
+    winograd_cost,
     winograd_fractions,
     winograd_matrices,
 )
@@ -144,3 +146,19 @@ def test_choose_m() -> None:
     assert choose_winograd_m((1, 3, 224, 224, 64), "host") is None  # too few input channels
     assert choose_winograd_m((1, 16, 2, 2, 16), "host") is None
     assert choose_winograd_m((1, 64, 56, 56, 64), "host", candidates=(2, 6)) == 6
+
+
+def test_weights_from_memory_price_the_7x7x512_convs_direct_on_full_rate_avx512() -> None:
+    """U of F(2x2) for 512 -> 512 channels is 16.8 MB (w: 9.4 MB): in a whole ResNet run it
+    comes from memory, which a core retiring 16-lane FMAs at full rate (Zen 5) pays more for
+    than Winograd saves, so the conv goes direct there (measured in whole models: winograd.py,
+    DRAM_WEIGHT_BYTES). Smaller weights, and narrower cores, choose as before."""
+    big = (1, 512, 7, 7, 512)
+    assert choose_winograd_m(big, full_rate_lanes=16) is None
+    assert choose_winograd_m(big, full_rate_lanes=8) == 2  # Zen 4, AVX2
+    assert choose_winograd_m(big, full_rate_lanes=4) == 2  # NEON
+    assert choose_winograd_m(big) == 2  # lanes unknown
+    assert direct_cost(big, full_rate_lanes=16) - direct_cost(big) == pytest.approx(8.0 * 9 * 512 * 512 * 4)
+    for shape, m in [((1, 256, 14, 14, 256), 2), ((1, 128, 28, 28, 128), 4), ((1, 64, 56, 56, 64), 4)]:
+        assert choose_winograd_m(shape, full_rate_lanes=16) == m, shape
+        assert winograd_cost(shape, m, full_rate_lanes=16) == winograd_cost(shape, m)  # under 8 MB

@@ -408,11 +408,22 @@ register_compute("conv2d_winograd", schedule=schedule_winograd)(winograd_conv_co
 # F(4x4) at 7x7 pads 8x8 output tiles).
 FLOPS_PER_BYTE = 2.0
 TILE_PENALTY = 0.12  # MNN's per-(m^2 / r^2) penalty for larger tiles (accuracy, registers)
+# Weights this large stream from memory in a whole-model run: the other layers' weights evict
+# them between runs (ResNet-18 holds 45 MB, ResNet-50 100 MB, against a 32 MB L3), though a
+# kernel timed alone finds them in L3. Each such byte costs DRAM_MULTS_PER_BYTE multiplies on a
+# core retiring 16-lane FMAs at full rate (Zen 5: 289 GFLOP/s against about 18 GB/s from
+# memory). ResNet-18's and -50's 7x7x512 convs (U of F(2x2) 16.8 MB, w 9.4 MB) then go direct
+# on Zen 5: whole models at 1 / 2 threads, interleaved, ResNet-18 10.51 -> 10.20 and 5.71 ->
+# 5.61 ms, ResNet-50 26.30 -> 26.03 and 14.65 -> 14.56. Narrower cores (Zen 4's split 512-bit
+# FMAs, AVX2, NEON) have half the multiplies per byte or less; unmeasured there, so left out.
+DRAM_WEIGHT_BYTES = 8 << 20
+DRAM_MULTS_PER_BYTE = 8.0
 
 
-def winograd_cost(shape: Sequence[int], m: int, elem_bytes: int = 4) -> float:
+def winograd_cost(shape: Sequence[int], m: int, elem_bytes: int = 4, full_rate_lanes: int = 0) -> float:
     """Estimated cost (multiply-equivalents) of F(m x m, 3 x 3) on conv shape (N, C, H, W, M)
-    (output H x W): GEMM multiplies + separable transforms + weight / V traffic."""
+    (output H x W): GEMM multiplies + separable transforms + weight / V traffic (+ the
+    weights' trip from memory where they are that large, `dram_cost`)."""
     n, c, h, w, k = shape
     alpha = m + 2
     tiles = n * -(-h // m) * -(-w // m)
@@ -420,24 +431,37 @@ def winograd_cost(shape: Sequence[int], m: int, elem_bytes: int = 4) -> float:
     transforms = tiles * (2 * alpha**3 * c + 2 * m * alpha * alpha * k)
     # the transformed weights stream once; V is written and read back (the GEMM results
     # stay in the per-block buffer of the default schedule)
-    traffic = alpha * alpha * c * k * elem_bytes + 2 * tiles * alpha * alpha * c * elem_bytes
-    return gemm + transforms + FLOPS_PER_BYTE * traffic
+    u_bytes = alpha * alpha * c * k * elem_bytes
+    traffic = u_bytes + 2 * tiles * alpha * alpha * c * elem_bytes
+    return gemm + transforms + FLOPS_PER_BYTE * traffic + dram_cost(u_bytes, full_rate_lanes)
 
 
-def direct_cost(shape: Sequence[int], elem_bytes: int = 4) -> float:
+def direct_cost(shape: Sequence[int], elem_bytes: int = 4, full_rate_lanes: int = 0) -> float:
     n, c, h, w, k = shape
-    return n * h * w * 9 * c * k + FLOPS_PER_BYTE * 9 * c * k * elem_bytes
+    w_bytes = 9 * c * k * elem_bytes
+    return n * h * w * 9 * c * k + FLOPS_PER_BYTE * w_bytes + dram_cost(w_bytes, full_rate_lanes)
 
 
-def choose_winograd_m(shape: Sequence[int], target: Any = None, candidates: Ints = (2, 4, 6)) -> int | None:
+def dram_cost(weight_bytes: int, full_rate_lanes: int) -> float:
+    """Multiply-equivalents of reading weights from memory in a whole-model run: none under
+    DRAM_WEIGHT_BYTES, nor on cores under 16 full-rate lanes (0: unknown)."""
+    if weight_bytes < DRAM_WEIGHT_BYTES or full_rate_lanes < 16:
+        return 0.0
+    return DRAM_MULTS_PER_BYTE * weight_bytes
+
+
+def choose_winograd_m(
+    shape: Sequence[int], target: Any = None, candidates: Ints = (2, 4, 6), full_rate_lanes: int = 0
+) -> int | None:
     """Tile size m for a 3x3 stride-1 conv of shape (N, C, H, W, M) (H x W the output), or
     None when direct convolution is estimated faster. MNN-style (ConvolutionWinograd's unit
     choice): the best ratio direct / winograd cost minus a penalty growing with m^2 wins, if
-    it beats 1. `target` is accepted for target-specific constants (unused on x86 so far)."""
-    base = direct_cost(shape)
+    it beats 1. `target` is accepted for target-specific constants (unused on x86 so far);
+    `full_rate_lanes` (the CPU's, 0: unknown) prices weights read from memory (dram_cost)."""
+    base = direct_cost(shape, full_rate_lanes=full_rate_lanes)
     best, best_rate = None, 1.0
     for m in candidates:
-        rate = base / winograd_cost(shape, m) - TILE_PENALTY * m * m / 9
+        rate = base / winograd_cost(shape, m, full_rate_lanes=full_rate_lanes) - TILE_PENALTY * m * m / 9
         if rate > best_rate:
             best, best_rate = m, rate
     return best
