@@ -100,7 +100,7 @@ def test_a_multi_thread_row_is_taken_again_while_the_second_core_is_busy(
     calls = collections.Counter()
     fn = lambda: calls.update("f")  # noqa: E731
     blocks, scaling, dropped, *_ = cmp.blocks_on_idle_cores(
-        [fn], 5, 0, threads=2, retries=2, probe=_probes(*scalings), canary=_sleeper([0.001])
+        [fn], 5, 0, threads=2, retries=2, probe=_probes(*scalings), canary=_sleeper([0.001]), distance=_near
     )
     # with the canary, two fns: two rounds (each fn in each slot once)
     assert calls["f"] == measured * 2 * (1 + cmp.BLOCK) and blocks.shape == (2, 1) and dropped == 0
@@ -114,6 +114,10 @@ def test_one_thread_rows_take_no_probe(monkeypatch):
         [lambda: None], 5, 0, threads=1, retries=2, probe=_probes()
     )
     assert scaling is None and blocks.shape == (1, 1) and dropped == 0
+
+
+def _near() -> float:  # a constant round trip: the two cores share a cache
+    return 90.0
 
 
 def _sleeper(seconds_per_call: list[float]):
@@ -138,12 +142,19 @@ def test_rounds_where_the_canary_ran_slow_are_dropped(monkeypatch):
     canary = _sleeper([0.002] * calls + [0.006] * calls + [0.002] * calls * 2)  # round 2 of 4 slow
     fn = lambda: time.sleep(0.001)  # noqa: E731
     blocks, scaling, dropped, *_ = cmp.blocks_on_idle_cores(
-        [fn], 4 * cmp.BLOCK, 0, threads=2, retries=2, probe=_probes(1.9, 1.9), canary=canary
+        [fn], 4 * cmp.BLOCK, 0, threads=2, retries=2, probe=_probes(1.9, 1.9), canary=canary, distance=_near
     )
     assert dropped == 1 and blocks.shape == (3, 1) and scaling == pytest.approx(1.9)
     busy = _sleeper([0.002] * (1 + calls) + [0.006] * calls * 3 + [0.002] * 100)  # 3 of 4 slow, then quiet
     blocks, _, dropped, *_ = cmp.blocks_on_idle_cores(
-        [fn], 4 * cmp.BLOCK, 0, threads=2, retries=2, probe=_probes(1.9, 1.9, 1.9, 1.9), canary=busy
+        [fn],
+        4 * cmp.BLOCK,
+        0,
+        threads=2,
+        retries=2,
+        probe=_probes(1.9, 1.9, 1.9, 1.9),
+        canary=busy,
+        distance=_near,
     )
     assert dropped == 0 and blocks.shape == (4, 1)  # taken again: the second try was quiet
 
