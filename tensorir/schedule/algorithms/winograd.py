@@ -411,8 +411,9 @@ TILE_PENALTY = 0.12  # MNN's per-(m^2 / r^2) penalty for larger tiles (accuracy,
 # Weights this large stream from memory in a whole-model run: the other layers' weights evict
 # them between runs (ResNet-18 holds 45 MB, ResNet-50 100 MB, against a 32 MB L3), though a
 # kernel timed alone finds them in L3. Each such byte costs DRAM_MULTS_PER_BYTE multiplies on a
-# core retiring 16-lane FMAs at full rate (Zen 5: 289 GFLOP/s against about 18 GB/s from
-# memory). ResNet-18's and -50's 7x7x512 convs (U of F(2x2) 16.8 MB, w 9.4 MB) then go direct
+# core retiring 16-lane FMAs at full rate (Zen 5: 289 GFLOP/s a core against 18-25 GB/s from
+# memory: U streamed at 18 GB/s inside ResNet-50, a 256 MB numpy sum read 22-25). ResNet-18's
+# and -50's 7x7x512 convs (U of F(2x2) 16.8 MB, w 9.4 MB) then go direct
 # on Zen 5: whole models at 1 / 2 threads, interleaved, ResNet-18 10.51 -> 10.20 and 5.71 ->
 # 5.61 ms, ResNet-50 26.30 -> 26.03 and 14.65 -> 14.56. Narrower cores (Zen 4's split 512-bit
 # FMAs, AVX2, NEON) have half the multiplies per byte or less; unmeasured there, so left out.
