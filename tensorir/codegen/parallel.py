@@ -6,28 +6,38 @@
     int32_t tir_get_num_threads(void);     // exported
 
 `tir_parallel_for` splits [begin, end) into n = min(end - begin, 4 x threads) contiguous
-chunks [begin + len*i/n, begin + len*(i+1)/n) that the calling thread and the pool's
-workers claim dynamically (CAS on a 64-bit word: generation << 32 | back << 16 | front),
-so a worker that is slow to wake (another process on its core, a little core on
-big.LITTLE) leaves its chunks to the others instead of stalling the launch. The calling
-thread claims from the front and the workers from the back: from one kernel to the next
-each thread keeps to its end of the range, where the data it wrote is in its own cache. Workers are joinable
-pthreads (8 MiB stacks) created on first need and kept until the library is unloaded:
-a destructor (a .fini_array entry: dlclose, exit) sets a quit flag, wakes them and joins
-them, so no worker runs the library's code after it is unmapped.
-A launch bumps a 32-bit generation word (24-bit counter | 8-bit thread count: workers
-1 .. threads-1 take part, the rest stay idle); a worker spins on it briefly (`pause` /
-`yield`, with a sched_yield every YIELD_EVERY pauses), then sleeps in futex(FUTEX_WAIT); the
-launcher wakes sleepers only when there are any, claims chunks itself, then waits (spin with
-the same yields, then futex) for the done counter to reach n. Each thread adds the chunks it
-ran to that counter once, when it finds none left to claim, not after every chunk: one
-cache-line transfer per thread instead of one per chunk (a launch of 8 chunks on 2 threads, Zen 4
-VM: 0.55 -> 0.43 us; tests/codegen/test_parallel.py prints the 2-chunk figure). Launches are
-serialized by a busy flag: a nested or concurrent launch runs its whole range on its own
-thread. A child after fork() notices the pid change and starts a fresh pool. Thread count
-default: the CPUs in the process's affinity mask (sched_getaffinity), at most 128; a Target
-with num_threads set bakes that count in as the initial value instead (tir_set_num_threads
-still overrides it).
+chunks [begin + len*i/n, begin + len*(i+1)/n). Thread t of the T taking part (the caller is
+0) owns the home chunks [t*n/T, (t+1)*n/T) and runs them in order from the front; a thread
+done with its own takes the others' left over one at a time from the back. A claim is a CAS
+on the owner's claim word (gen << 32 | end << 16 | next, one per thread, a cache line apart),
+which the first thread to read it in a launch sets to the owner's home chunks. So a worker
+that is slow to wake (another process on its core, a little core on big.LITTLE) leaves its
+chunks to the others instead of stalling the launch; from one kernel to the next each thread
+keeps to the same part of the range, where the data it wrote is in its own cache; and a
+thread runs its part in order, so what a kernel prefetches for its next iteration is what
+that thread runs next. (Before, the caller took chunks from the front of one shared range and
+the workers from the back, backwards: ResNet-50's layer-4 convs, whose weights stream from
+memory at 2 threads and are prefetched a group ahead, ran 7-15% slower in the model; whole
+models at 2 threads, Zen 5 VM, `benchmarks.build_ab`: ResNet-18 and -50 0.975, MobileNetV2-224
+0.993, DenseNet-121 1.006.)
+
+Workers are joinable pthreads (8 MiB stacks) created on first need and kept until the
+library is unloaded: a destructor (a .fini_array entry: dlclose, exit) sets a quit flag,
+wakes them and joins them, so no worker runs the library's code after it is unmapped. A
+launch bumps a 32-bit generation word (24-bit counter | 8-bit thread count: workers 1 ..
+threads-1 take part, the rest stay idle); a worker spins on it briefly (`pause` / `yield`,
+with a sched_yield every YIELD_EVERY pauses), then sleeps in futex(FUTEX_WAIT); the launcher
+publishes the job (gen << 32 | n, one word: a thread late for a launch finds a newer one
+there and leaves), wakes sleepers only when there are any, claims chunks itself, then waits
+(spin with the same yields, then futex) for the done counter to reach n. Each thread adds
+the chunks it ran to that counter once, when it finds none left to claim, not after every
+chunk: one cache-line transfer per thread instead of one per chunk (a launch of 8 chunks on
+2 threads, Zen 4 VM: 0.55 -> 0.43 us; tests/codegen/test_parallel.py prints the 2-chunk
+figure). Launches are serialized by a busy flag: a nested or concurrent launch runs its
+whole range on its own thread. A child after fork() notices the pid change and starts a
+fresh pool. Thread count default: the CPUs in the process's affinity mask
+(sched_getaffinity), at most 128; a Target with num_threads set bakes that count in as the
+initial value instead (tir_set_num_threads still overrides it).
 
 Only libc is needed: pthread_create / pthread_join / pthread_attr_{init,setstacksize,
 setdetachstate,destroy}, syscall, getpid (all in glibc >= 2.34 and bionic libc). Every runtime symbol is

@@ -3,6 +3,8 @@ nested and concurrent launches, fork safety."""
 
 from __future__ import annotations
 
+import ctypes
+import itertools
 import os
 import signal
 import threading
@@ -10,7 +12,8 @@ import time
 
 import numpy as np
 
-from tensorir.loop.ir import Buffer, Cast, Const, For, ForKind, LoopFunc, Store, Var
+from tensorir.codegen.parallel import CHUNKS_PER_THREAD
+from tensorir.loop.ir import Buffer, Cast, Const, For, ForKind, Load, LoopFunc, Store, Var
 from tensorir.runtime.jit import compile_host, get_num_threads, set_num_threads
 from tests.codegen import kernels as K
 from tests.codegen.test_host import run_case
@@ -150,3 +153,74 @@ def test_two_threads_on_one_core_finish_and_agree():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+def count_kernel(reps: int, extent: int) -> LoopFunc:
+    """`reps` launches of a parallel loop over `extent` iterations, each adding 1 to E[i]."""
+    e, r, i = Buffer("E", (extent,)), Var("r"), Var("i")
+    par = For(i, Const(0), Const(extent), ForKind.PARALLEL, Store(e, i, Load(e, i) + Const(1.0, "float32")))
+    return LoopFunc(f"count_{reps}_{extent}", (e,), For(r, Const(0), Const(reps), ForKind.SERIAL, par))
+
+
+def test_every_iteration_runs_once():
+    """Home chunks, steals from the back and late workers: over many back-to-back launches
+    of every chunk count (fewer iterations than threads included), at more threads than
+    cores, each iteration runs exactly once per launch."""
+    reps = 3000
+    try:
+        for threads in (2, 3, 4, 8):
+            set_num_threads(threads)
+            for extent in (2, 3, 7, 9, 16, 33, 100):
+                k = compile_host(count_kernel(reps, extent))
+                e = np.zeros(extent, np.float32)
+                k(e)
+                assert (e == reps).all(), (threads, extent, e)
+    finally:
+        set_num_threads(None)
+
+
+def _chunks_by_thread(threads: int, extent: int) -> tuple[int, dict[int, list[tuple[int, int]]]]:
+    """Run tir_parallel_for over [0, extent) at `threads` with a Python body that records
+    (lo, hi) per calling thread and sleeps 2 ms, so every thread takes part; returns the
+    launching thread's id and each thread's chunks in the order it ran them."""
+    from tensorir.runtime.jit import _engine
+
+    body_type = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
+    seen: dict[int, list[tuple[int, int]]] = {}
+
+    def body(_closure, lo, hi):
+        seen.setdefault(threading.get_native_id(), []).append((lo, hi))
+        time.sleep(0.002)
+
+    callback = body_type(body)
+    launch = ctypes.CFUNCTYPE(None, body_type, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)(
+        _engine().address("tir_parallel_for")
+    )
+    set_num_threads(threads)
+    try:
+        launch(callback, None, 0, extent)
+    finally:
+        set_num_threads(None)
+    return threading.get_native_id(), seen
+
+
+def test_each_thread_runs_its_own_part_in_order():
+    """Thread t of T starts at the front of its home part [t*n/T, (t+1)*n/T) of the n chunks
+    and runs it in order (a kernel's prefetch of its next iteration is then what the thread
+    runs next); chunks it takes from another's part come after, from the back."""
+    for threads, extent in ((2, 16), (3, 24)):
+        me, seen = _chunks_by_thread(threads, extent)
+        n = min(extent, threads * CHUNKS_PER_THREAD)
+        bounds = [extent * i // n for i in range(n + 1)]
+        chunks = sorted(c for ran in seen.values() for c in ran)
+        assert chunks == list(itertools.pairwise(bounds)), chunks  # each chunk once
+        assert len(seen) == threads and seen[me][0] == (0, bounds[1]), seen
+        starts = sorted(ran[0][0] for ran in seen.values())
+        assert starts == [bounds[t * n // threads] for t in range(threads)], seen
+        for ran in seen.values():
+            t = starts.index(ran[0][0])
+            home = (bounds[t * n // threads], bounds[(t + 1) * n // threads])
+            own = [c for c in ran if home[0] <= c[0] < home[1]]
+            assert ran[: len(own)] == own and own == sorted(own), (t, ran)
+            stolen = ran[len(own) :]
+            assert stolen == sorted(stolen, reverse=True), (t, ran)
