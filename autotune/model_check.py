@@ -15,7 +15,10 @@ whole-model figure: the model compiled without any records and with the checked 
 interleaved. Both go in as in-model records of the model's own key (configs
 {"kernel_records": False} and the layout config with "kernel_records": True), so where the
 records together made the whole model slower, `tir compile` of that model ignores them all
-(tensorir/pipeline.py: model_choices).
+(tensorir/pipeline.py: model_choices). At more than one thread that A/B is taken between two
+probes of whether the cores are idle (autotune/idle.py) and again while one is busy; if it stays
+busy only the timing without records is stored, so a busy machine can keep the defaults but
+never make the records win.
 
     check = check_in_model("model.onnx", db, device, target)
     print(check.report())
@@ -28,7 +31,7 @@ import itertools
 import os
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +63,7 @@ class ModelCheck:
     tuned_s: float = float("nan")  # the whole model with the checked records
     rounds: int = ROUNDS  # profile rounds per workload verdict
     whole_runs: int = WHOLE_RUNS  # whole-model runs per copy of each build
+    busy: bool = False  # a core was busy through every try of the whole-model A/B
 
     def report(self, top: int = 12) -> str:
         rows = sorted(self.workloads, key=lambda w: -w.count * max(w.default_s, w.tuned_s))
@@ -77,7 +81,14 @@ class ModelCheck:
             f"records kept: {len(self.workloads) - dropped} of {len(self.workloads)} "
             f"({self.rounds} rounds in the model)"
         )
-        if np.isfinite(self.plain_s):
+        if np.isfinite(self.plain_s) and self.busy:
+            lines.append(
+                f"whole model: {self.plain_s * 1e3:.3f} ms untuned, {self.tuned_s * 1e3:.3f} ms with the "
+                "records, but a core was busy through every try: only the untuned timing is recorded "
+                "(tir compile keeps the defaults unless an earlier check found the records faster); "
+                "run tir tune again on an idle machine"
+            )
+        elif np.isfinite(self.plain_s):
             sign = "faster" if self.tuned_s < self.plain_s else "SLOWER: tir compile will not use them"
             lines.append(
                 f"whole model: {self.plain_s * 1e3:.3f} ms untuned, {self.tuned_s * 1e3:.3f} ms with the "
@@ -314,13 +325,18 @@ def check_in_model(
     whole_runs: int = WHOLE_RUNS,
     probe: CheckProbe | None = None,
     deadline: float | None = None,
+    idle: Callable[[], bool] | None = None,
 ) -> ModelCheck:
     """Time each tuned workload in the model with and without its record, store both as
     in-model records, then time the whole model without records and with the checked ones.
     `probe`: the model already compiled without kernel records, and timed (probe_check).
     `deadline` (time.monotonic()): after its first build the check cuts `rounds` and
     `whole_runs` to what fits before it (fit_check, from that build's time and the probe's
-    timing of a run, a profile call and a copy)."""
+    timing of a run, a profile call and a copy). The whole-model A/B at more than one thread
+    is taken between two probes of whether the cores are idle (`idle`, default
+    autotune.idle.cores_idle) and again while a core is busy; if it stays busy only the timing
+    without records is stored, so a busy machine can keep the defaults but never make the
+    records win."""
     from autotune.records import Records
 
     records = _records(model, db, device, input_shapes)
@@ -354,14 +370,45 @@ def check_in_model(
         with tempfile.TemporaryDirectory() as tmp:
             copies = _placed(mods, Path(tmp), threads)
             runs = whole_runs * len(copies[0])
-            timed_whole = time_interleaved([*copies[0], *copies[1]], runs)
+            timed_whole, check.busy = _on_idle_cores(
+                lambda: time_interleaved([*copies[0], *copies[1]], runs), idle or _idle_probe(threads)
+            )
         n = len(copies[0])
         costs = [list(np.mean(timed_whole[:n], axis=0)), list(np.mean(timed_whole[n:], axis=0))]
         check.plain_s, check.tuned_s = (float(np.mean(c)) for c in costs)  # as the records rank them
         with_records = {**(records.best(mkey) or {}), "kernel_records": True}
-        for config, c in (({"kernel_records": False}, costs[0]), (with_records, costs[1])):
+        verdicts = [({"kernel_records": False}, costs[0]), (with_records, costs[1])]
+        for config, c in verdicts[:1] if check.busy else verdicts:
             db.add({**_record(mkey, device, target, config), "costs": c, "timing": "model"})
     return check
+
+
+# a whole-model A/B at more than one thread is timed again while a core is busy, after a pause
+BUSY_RETRIES, BUSY_WAIT_S = 2, 2.0
+
+
+def _idle_probe(threads: int | None) -> Callable[[], bool] | None:
+    """autotune.idle.cores_idle at the check's thread count (None: every CPU of the process),
+    or None at one thread."""
+    n = threads or len(os.sched_getaffinity(0))
+    if n < 2:
+        return None
+    from autotune.idle import cores_idle
+
+    return lambda: cores_idle(n)[0]
+
+
+def _on_idle_cores(timing: Callable[[], Any], idle: Callable[[], bool] | None) -> tuple[Any, bool]:
+    """(`timing`'s result, busy): `timing` run between two `idle` probes, and again (up to
+    BUSY_RETRIES times, BUSY_WAIT_S apart) while either finds a core busy. Busy: every try did."""
+    for attempt in range(BUSY_RETRIES + 1):
+        before = idle is None or idle()
+        result = timing()
+        if before and (idle is None or idle()):
+            return result, False
+        if attempt < BUSY_RETRIES:
+            time.sleep(BUSY_WAIT_S)
+    return result, True
 
 
 class _Candidates:

@@ -1,4 +1,5 @@
-"""This machine's fp32 peak: a register-only FMA kernel generated through tensorir's codegen.
+"""This machine's fp32 peak: a register-only FMA kernel generated through tensorir's codegen
+(`autotune.idle.peak_func`, which a tuning run also uses to ask whether the cores are idle).
 
     python -m benchmarks.peak                 # 1 and 2 threads
     python -m benchmarks.peak --threads 1 2 4 --iters 2000000
@@ -25,86 +26,15 @@ from pathlib import Path
 
 import numpy as np
 
-from tensorir.loop.ir import (
-    Allocate,
-    Broadcast,
-    Buffer,
-    Call,
-    Const,
-    For,
-    ForKind,
-    Load,
-    LoopFunc,
-    Ramp,
-    Seq,
-    Store,
-    Var,
-)
+from autotune.idle import fma_loop, lanes_accumulators
 from tensorir.target import get_target
 
 RESULTS = Path(__file__).parent / "results"
 
 
-def _vec(base, lanes: int) -> Ramp:
-    return Ramp(base, Const(1), lanes)
-
-
-def peak_func(tasks: int, iters: int, lanes: int, accs: int) -> LoopFunc:
-    """for t in parallel(tasks): acc[R][L]; for it in range(iters): acc[r] = fma(acc[r], a, b)."""
-    X = Buffer("X", (2,))
-    O = Buffer("O", (tasks * accs * lanes,))
-    acc = Buffer("acc", (accs * lanes,), scope="local")
-    t, it = Var("t"), Var("it")
-    a = Broadcast(Load(X, Const(0)), lanes)
-    b = Broadcast(Load(X, Const(1)), lanes)
-    init = Seq(
-        tuple(
-            Store(acc, _vec(Const(r * lanes), lanes), Broadcast(Const(float(r), "float32"), lanes))
-            for r in range(accs)
-        )
-    )
-    update = Seq(
-        tuple(
-            Store(
-                acc,
-                _vec(Const(r * lanes), lanes),
-                Call("fma", (Load(acc, _vec(Const(r * lanes), lanes)), a, b)),
-            )
-            for r in range(accs)
-        )
-    )
-    loop = For(it, Const(0), Const(iters), ForKind.SERIAL, update)
-    out = Seq(
-        tuple(
-            Store(O, _vec(t * (accs * lanes) + r * lanes, lanes), Load(acc, _vec(Const(r * lanes), lanes)))
-            for r in range(accs)
-        )
-    )
-    body = For(t, Const(0), Const(tasks), ForKind.PARALLEL, Allocate(acc, Seq((init, loop, out))))
-    return LoopFunc(f"peak_fma_{tasks}x{accs}x{lanes}", (X, O), body)
-
-
-def fma_loop(threads: int, iters: int):
-    """The host's peak kernel, `threads` tasks of `iters` iterations, bound and ready to call
-    on the JIT's pool set to `threads`; and its FLOPs per call."""
-    from tensorir.runtime.jit import compile_host, set_num_threads
-
-    lanes, accs = _lanes_accumulators(get_target("host"))
-    kernel = compile_host(peak_func(threads, iters, lanes, accs))
-    set_num_threads(threads)
-    x = np.array([0.999999, 1e-7], np.float32)
-    o = np.zeros(threads * accs * lanes, np.float32)
-    return kernel.bind(x, o), 2.0 * threads * iters * accs * lanes
-
-
-def _lanes_accumulators(target) -> tuple[int, int]:
-    """float32 lanes per vector, and the accumulators: every register but 8, 8 to 24."""
-    return target.vector_lanes("float32"), max(8, min(24, target.num_vector_registers - 8))
-
-
 def measure(threads: int, iters: int, runs: int) -> dict:
     target = get_target("host")
-    lanes, accs = _lanes_accumulators(target)
+    lanes, accs = lanes_accumulators(target)
     run, flops = fma_loop(threads, iters)
     run()  # warm up: wakes the pool, faults the output in
     times = []

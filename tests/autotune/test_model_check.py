@@ -24,6 +24,14 @@ from autotune.task import extract_tasks, load_graph
 from tensorir.compiler import model_key
 from tensorir.frontend import model_bytes
 
+
+@pytest.fixture(autouse=True)
+def _no_idle_probe(monkeypatch):
+    """These tests are about the check's verdicts, taken on whatever load the test run puts on
+    the machine; the busy-core guard has its own tests below (`idle=`)."""
+    monkeypatch.setattr(mc, "_idle_probe", lambda threads: None)
+
+
 # knobs that make the 3x3 conv several times slower than its defaults (Winograd): direct,
 # narrow vectors, one output column per tile, taps outermost, the whole padded input first
 BAD = {"algorithm": "direct", "vector": 4, "ow_tile": 1, "oc_blocks": 1}
@@ -265,3 +273,55 @@ def test_a_record_found_after_a_check_is_checked_in_the_model_too(tmp_path):
     assert w.alone_s == 1e-10  # the candidate is the newest pick, by its cost alone
     model_configs = [r["config"] for r in db.workload_records(task.key, "dev") if r["timing"] == "model"]
     assert good in model_configs  # timed in the model against the defaults
+
+
+def _verdicts(db: Database, model: str) -> dict[str, dict]:
+    mkey = model_key(model_bytes(model))
+    return {str(r["config"].get("kernel_records")): r for r in db.workload_records(mkey, "dev")}
+
+
+def test_a_core_busy_through_every_try_can_only_keep_the_defaults(tmp_path, monkeypatch):
+    """The whole-model A/B is taken again while a core is busy; when it stays busy only the
+    timing without records is stored, so the records cannot win on a busy machine's say-so
+    (MobileNetV2-224 at 2 threads: a check in a busy spell timed its records 1.21x faster, a
+    quiet A/B 1.049x slower), and the report says so."""
+    monkeypatch.setattr(mc, "BUSY_WAIT_S", 0.0)
+    model = _conv_model(tmp_path / "conv.onnx")
+    db = Database(tmp_path / "t.db")
+    probes = []
+    check = check_in_model(model, db, "dev", "host", rounds=2, whole_runs=4, idle=lambda: probes.append(0))
+    assert check.busy and len(probes) == mc.BUSY_RETRIES + 1  # each try: busy before it
+    assert set(_verdicts(db, model)) == {"False"}
+    assert "a core was busy through every try" in check.report()
+    mod = tir.compile(model, records=Records.open(db.path, False, device="dev"))
+    assert "tuning_records_ignored" in mod.manifest
+
+
+def test_a_busy_spell_is_waited_out(tmp_path, monkeypatch):
+    """A core busy at the first try only: the A/B is taken again, and both verdicts stored."""
+    monkeypatch.setattr(mc, "BUSY_WAIT_S", 0.0)
+    model = _conv_model(tmp_path / "conv.onnx")
+    db = Database(tmp_path / "t.db")
+    answers = iter([True, False, True, True])  # busy after the first timing, quiet after
+    check = check_in_model(model, db, "dev", "host", rounds=2, whole_runs=4, idle=lambda: next(answers))
+    assert not check.busy and next(answers, "spent") == "spent"
+    assert set(_verdicts(db, model)) == {"False", "True"}
+    assert "a core was busy" not in check.report()
+
+
+def test_two_threads_on_one_cpu_read_as_busy():
+    """autotune.idle.cores_idle, in a process pinned to one CPU: its two threads share the core,
+    so the same work per thread takes about twice as long at two threads as at one."""
+    import subprocess
+    import sys
+
+    code = (
+        "import os\n"
+        "os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})\n"
+        "from autotune.idle import cores_idle\n"
+        "print(*cores_idle(2))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    idle, ratio = out.stdout.split()
+    assert idle == "False" and 1.5 < float(ratio) < 3.0, out.stdout

@@ -1,0 +1,120 @@
+"""Is the machine's second core free? Asked before a multi-thread timing is let decide anything.
+
+On a shared machine another process takes a core for seconds to minutes. A timing at two
+threads made then runs up to twice as slow and, between two builds timed in turn, by
+different amounts: a tuning run's in-model check of MobileNetV2-224 at 2 threads, on the Zen 5
+VM in such a spell (the model at 2.35 ms untuned, 1.4-1.5 when quiet), timed the model 1.21x
+faster with its records; `benchmarks.build_ab` on a quiet machine then timed them 1.049x slower.
+
+`cores_idle(threads)` runs a register-only FMA kernel (no memory traffic: `peak_func`, also
+`benchmarks/peak.py`'s) with the same work per thread once on one thread and once on `threads`
+threads of the JIT's pool, best of a few runs each. An idle machine runs both in about the same
+time; a core taken by another process makes the second up to `threads` times slower. Idle when
+the ratio is under IDLE_RATIO.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from tensorir.loop.ir import (
+    Allocate,
+    Broadcast,
+    Buffer,
+    Call,
+    Const,
+    For,
+    ForKind,
+    Load,
+    LoopFunc,
+    Ramp,
+    Seq,
+    Store,
+    Var,
+)
+from tensorir.target import get_target
+
+IDLE_RATIO = 1.3  # threads' time / one thread's, same work per thread: an idle machine reads ~1.0
+PROBE_S = 1e-3  # one run of the probe kernel
+
+
+def _vec(base, lanes: int) -> Ramp:
+    return Ramp(base, Const(1), lanes)
+
+
+def peak_func(tasks: int, iters: int, lanes: int, accs: int) -> LoopFunc:
+    """for t in parallel(tasks): acc[R][L]; for it in range(iters): acc[r] = fma(acc[r], a, b)."""
+    X = Buffer("X", (2,))
+    O = Buffer("O", (tasks * accs * lanes,))
+    acc = Buffer("acc", (accs * lanes,), scope="local")
+    t, it = Var("t"), Var("it")
+    a = Broadcast(Load(X, Const(0)), lanes)
+    b = Broadcast(Load(X, Const(1)), lanes)
+    init = Seq(
+        tuple(
+            Store(acc, _vec(Const(r * lanes), lanes), Broadcast(Const(float(r), "float32"), lanes))
+            for r in range(accs)
+        )
+    )
+    update = Seq(
+        tuple(
+            Store(
+                acc,
+                _vec(Const(r * lanes), lanes),
+                Call("fma", (Load(acc, _vec(Const(r * lanes), lanes)), a, b)),
+            )
+            for r in range(accs)
+        )
+    )
+    loop = For(it, Const(0), Const(iters), ForKind.SERIAL, update)
+    out = Seq(
+        tuple(
+            Store(O, _vec(t * (accs * lanes) + r * lanes, lanes), Load(acc, _vec(Const(r * lanes), lanes)))
+            for r in range(accs)
+        )
+    )
+    body = For(t, Const(0), Const(tasks), ForKind.PARALLEL, Allocate(acc, Seq((init, loop, out))))
+    return LoopFunc(f"peak_fma_{tasks}x{accs}x{lanes}", (X, O), body)
+
+
+def fma_loop(threads: int, iters: int):
+    """The host's peak kernel, `threads` tasks of `iters` iterations, bound and ready to call
+    on the JIT's pool set to `threads`; and its FLOPs per call."""
+    from tensorir.runtime.jit import compile_host, set_num_threads
+
+    lanes, accs = lanes_accumulators(get_target("host"))
+    kernel = compile_host(peak_func(threads, iters, lanes, accs))
+    set_num_threads(threads)
+    x = np.array([0.999999, 1e-7], np.float32)
+    o = np.zeros(threads * accs * lanes, np.float32)
+    return kernel.bind(x, o), 2.0 * threads * iters * accs * lanes
+
+
+def lanes_accumulators(target) -> tuple[int, int]:
+    """float32 lanes per vector, and the accumulators: every register but 8, 8 to 24."""
+    return target.vector_lanes("float32"), max(8, min(24, target.num_vector_registers - 8))
+
+
+def _best(call, runs: int) -> float:
+    best = float("inf")
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        call()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def cores_idle(threads: int, runs: int = 5) -> tuple[bool, float]:
+    """(idle, ratio): the FMA kernel's best time at `threads` threads over its best at one,
+    the same work per thread, each about PROBE_S; idle when the ratio is under IDLE_RATIO.
+    Leaves the JIT's pool at `threads`."""
+    one, _ = fma_loop(1, 10_000)
+    took = _best(one, 3)
+    iters = max(1_000, int(10_000 * PROBE_S / max(took, 1e-9)))
+    one, _ = fma_loop(1, iters)
+    many, _ = fma_loop(threads, iters)  # sets the pool to `threads`; one task runs on the caller
+    t1, tn = _best(one, runs), _best(many, runs)
+    ratio = tn / t1
+    return bool(ratio < IDLE_RATIO), float(ratio)
