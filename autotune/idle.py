@@ -15,6 +15,7 @@ the ratio is under IDLE_RATIO.
 
 from __future__ import annotations
 
+import functools
 import time
 
 import numpy as np
@@ -106,15 +107,24 @@ def _best(call, runs: int) -> float:
     return best
 
 
-def cores_idle(threads: int, runs: int = 5) -> tuple[bool, float]:
-    """(idle, ratio): the FMA kernel's best time at `threads` threads over its best at one,
-    the same work per thread, each about PROBE_S; idle when the ratio is under IDLE_RATIO.
-    Leaves the JIT's pool at `threads`."""
+@functools.cache
+def _probe_kernels(threads: int):
+    """The probe's two calls, the same work per thread, about PROBE_S each: on one thread and
+    on `threads` (compiled once per thread count)."""
     one, _ = fma_loop(1, 10_000)
     took = _best(one, 3)
     iters = max(1_000, int(10_000 * PROBE_S / max(took, 1e-9)))
-    one, _ = fma_loop(1, iters)
-    many, _ = fma_loop(threads, iters)  # sets the pool to `threads`; one task runs on the caller
+    return fma_loop(1, iters)[0], fma_loop(threads, iters)[0]
+
+
+def cores_idle(threads: int, runs: int = 5) -> tuple[bool, float]:
+    """(idle, ratio): the FMA kernel's best time at `threads` threads over its best at one,
+    the same work per thread; idle when the ratio is under IDLE_RATIO. Leaves the JIT's pool
+    at `threads`."""
+    from tensorir.runtime.jit import set_num_threads
+
+    one, many = _probe_kernels(threads)
+    set_num_threads(threads)
     t1, tn = _best(one, runs), _best(many, runs)
     ratio = tn / t1
     return bool(ratio < IDLE_RATIO), float(ratio)
