@@ -10,13 +10,17 @@ faster with its records; `benchmarks.build_ab` on a quiet machine then timed the
 `benchmarks/peak.py`'s) with the same work per thread once on one thread and once on `threads`
 threads of the JIT's pool, best of a few runs each. An idle machine runs both in about the same
 time; a core taken by another process makes the second up to `threads` times slower. Idle when
-the ratio is under IDLE_RATIO.
+the ratio is under IDLE_RATIO. `retry_while_busy` takes a timing between two such probes, and
+again while one finds a core busy.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 import time
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -39,6 +43,8 @@ from tensorir.target import get_target
 
 IDLE_RATIO = 1.3  # threads' time / one thread's, same work per thread: an idle machine reads ~1.0
 PROBE_S = 1e-3  # one run of the probe kernel
+# a timing at more than one thread is taken again while a core is busy, after a pause
+BUSY_RETRIES, BUSY_WAIT_S = 2, 2.0
 
 
 def _vec(base, lanes: int) -> Ramp:
@@ -128,3 +134,27 @@ def cores_idle(threads: int, runs: int = 5) -> tuple[bool, float]:
     t1, tn = _best(one, runs), _best(many, runs)
     ratio = tn / t1
     return bool(ratio < IDLE_RATIO), float(ratio)
+
+
+def probe(threads: int | None) -> Callable[[], bool] | None:
+    """cores_idle at `threads` (None: every CPU of the process) as a callable, or None at one
+    thread (nothing to probe)."""
+    n = threads or len(os.sched_getaffinity(0))
+    return (lambda: cores_idle(n)[0]) if n > 1 else None
+
+
+def retry_while_busy(timing: Callable[[], Any], idle: Callable[[], bool] | None) -> tuple[Any, bool]:
+    """(`timing`'s result, busy): `timing` run between two `idle` probes, and again (up to
+    BUSY_RETRIES times, BUSY_WAIT_S apart) while either finds a core busy; a try whose first
+    probe finds one busy waits without timing, but the last try times all the same. Busy: every
+    try found a core busy."""
+    for attempt in range(BUSY_RETRIES + 1):
+        last = attempt == BUSY_RETRIES
+        before = idle is None or idle()
+        if before or last:
+            result = timing()
+            if before and (idle is None or idle()):
+                return result, False
+        if not last:
+            time.sleep(BUSY_WAIT_S)
+    return result, True

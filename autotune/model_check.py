@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+import autotune.idle
 from autotune.database import Database
 
 ROUNDS, WHOLE_RUNS = 15, 30  # the check's defaults: profile rounds, whole-model runs per copy
@@ -370,8 +371,8 @@ def check_in_model(
         with tempfile.TemporaryDirectory() as tmp:
             copies = _placed(mods, Path(tmp), threads)
             runs = whole_runs * len(copies[0])
-            timed_whole, check.busy = _on_idle_cores(
-                lambda: time_interleaved([*copies[0], *copies[1]], runs), idle or _idle_probe(threads)
+            timed_whole, check.busy = autotune.idle.retry_while_busy(
+                lambda: time_interleaved([*copies[0], *copies[1]], runs), idle or autotune.idle.probe(threads)
             )
         n = len(copies[0])
         costs = [list(np.mean(timed_whole[:n], axis=0)), list(np.mean(timed_whole[n:], axis=0))]
@@ -381,34 +382,6 @@ def check_in_model(
         for config, c in verdicts[:1] if check.busy else verdicts:
             db.add({**_record(mkey, device, target, config), "costs": c, "timing": "model"})
     return check
-
-
-# a whole-model A/B at more than one thread is timed again while a core is busy, after a pause
-BUSY_RETRIES, BUSY_WAIT_S = 2, 2.0
-
-
-def _idle_probe(threads: int | None) -> Callable[[], bool] | None:
-    """autotune.idle.cores_idle at the check's thread count (None: every CPU of the process),
-    or None at one thread."""
-    n = threads or len(os.sched_getaffinity(0))
-    if n < 2:
-        return None
-    from autotune.idle import cores_idle
-
-    return lambda: cores_idle(n)[0]
-
-
-def _on_idle_cores(timing: Callable[[], Any], idle: Callable[[], bool] | None) -> tuple[Any, bool]:
-    """(`timing`'s result, busy): `timing` run between two `idle` probes, and again (up to
-    BUSY_RETRIES times, BUSY_WAIT_S apart) while either finds a core busy. Busy: every try did."""
-    for attempt in range(BUSY_RETRIES + 1):
-        before = idle is None or idle()
-        result = timing()
-        if before and (idle is None or idle()):
-            return result, False
-        if attempt < BUSY_RETRIES:
-            time.sleep(BUSY_WAIT_S)
-    return result, True
 
 
 class _Candidates:

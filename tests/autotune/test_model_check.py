@@ -15,6 +15,7 @@ import onnx.helper as oh
 import onnx.numpy_helper as onh
 import pytest
 
+import autotune.idle
 import autotune.model_check as mc
 import tensorir as tir
 from autotune.database import Database
@@ -29,7 +30,7 @@ from tensorir.frontend import model_bytes
 def _no_idle_probe(monkeypatch):
     """These tests are about the check's verdicts, taken on whatever load the test run puts on
     the machine; the busy-core guard has its own tests below (`idle=`)."""
-    monkeypatch.setattr(mc, "_idle_probe", lambda threads: None)
+    monkeypatch.setattr(autotune.idle, "probe", lambda threads: None)
 
 
 # knobs that make the 3x3 conv several times slower than its defaults (Winograd): direct,
@@ -285,12 +286,12 @@ def test_a_core_busy_through_every_try_can_only_keep_the_defaults(tmp_path, monk
     timing without records is stored, so the records cannot win on a busy machine's say-so
     (MobileNetV2-224 at 2 threads: a check in a busy spell timed its records 1.21x faster, a
     quiet A/B 1.049x slower), and the report says so."""
-    monkeypatch.setattr(mc, "BUSY_WAIT_S", 0.0)
+    monkeypatch.setattr(autotune.idle, "BUSY_WAIT_S", 0.0)
     model = _conv_model(tmp_path / "conv.onnx")
     db = Database(tmp_path / "t.db")
     probes = []
     check = check_in_model(model, db, "dev", "host", rounds=2, whole_runs=4, idle=lambda: probes.append(0))
-    assert check.busy and len(probes) == mc.BUSY_RETRIES + 1  # each try: busy before it
+    assert check.busy and len(probes) == autotune.idle.BUSY_RETRIES + 1  # each try: busy before it
     assert set(_verdicts(db, model)) == {"False"}
     assert "a core was busy through every try" in check.report()
     mod = tir.compile(model, records=Records.open(db.path, False, device="dev"))
@@ -299,7 +300,7 @@ def test_a_core_busy_through_every_try_can_only_keep_the_defaults(tmp_path, monk
 
 def test_a_busy_spell_is_waited_out(tmp_path, monkeypatch):
     """A core busy at the first try only: the A/B is taken again, and both verdicts stored."""
-    monkeypatch.setattr(mc, "BUSY_WAIT_S", 0.0)
+    monkeypatch.setattr(autotune.idle, "BUSY_WAIT_S", 0.0)
     model = _conv_model(tmp_path / "conv.onnx")
     db = Database(tmp_path / "t.db")
     answers = iter([True, False, True, True])  # busy after the first timing, quiet after
