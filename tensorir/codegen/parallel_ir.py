@@ -138,17 +138,6 @@ entry:
   %g64 = zext i32 %g to i64
   %tag = shl i64 %g64, 32
   %gc = lshr i32 %g, 8
-  %t = and i32 %g, 255
-  %vn = mul i32 %v, %n
-  %lo = udiv i32 %vn, %t
-  %v1 = add i32 %v, 1
-  %v1n = mul i32 %v1, %n
-  %hi = udiv i32 %v1n, %t
-  %lo64 = zext i32 %lo to i64
-  %hi64 = zext i32 %hi to i64
-  %hish = shl i64 %hi64, 16
-  %h0 = or i64 %tag, %hish
-  %home = or i64 %h0, %lo64
   br label %load
 load:
   %w = load atomic i64, ptr %p acquire, align 8
@@ -163,9 +152,22 @@ age:
   %ahead = icmp ult i32 %d, 8388608
   %moved = icmp ne i32 %d, 0
   %older = and i1 %ahead, %moved
-  br i1 %older, label %have, label %newer
+  br i1 %older, label %home, label %newer
+home:
+  %t = and i32 %g, 255
+  %vn = mul i32 %v, %n
+  %lo = udiv i32 %vn, %t
+  %v1 = add i32 %v, 1
+  %v1n = mul i32 %v1, %n
+  %hi = udiv i32 %v1n, %t
+  %lo64 = zext i32 %lo to i64
+  %hi64 = zext i32 %hi to i64
+  %hish = shl i64 %hi64, 16
+  %h0 = or i64 %tag, %hish
+  %fresh = or i64 %h0, %lo64
+  br label %have
 have:
-  %cur = select i1 %same, i64 %w, i64 %home
+  %cur = phi i64 [ %w, %load ], [ %fresh, %home ]
   %next = and i64 %cur, 65535
   %esh = lshr i64 %cur, 16
   %end = and i64 %esh, 65535
