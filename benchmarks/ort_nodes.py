@@ -31,7 +31,7 @@ import numpy as np
 import onnx
 
 ANCHORS = {"Conv", "Gemm", "MatMul", "ConvTranspose"}
-ORT_SUFFIXES = ("_nchwc", "_token_", "_fused")
+ORT_SUFFIXES = ("_nchwc", "_token_", "_fused", "/")
 
 
 def anchor_names(model: onnx.ModelProto) -> dict[str, str]:
@@ -47,8 +47,17 @@ def anchor_names(model: onnx.ModelProto) -> dict[str, str]:
     return out
 
 
+def tensor_anchors(model: onnx.ModelProto) -> dict[str, str]:
+    """Output tensor name -> the anchor of the node that produces it: onnxruntime names a node
+    it rewrites into NCHWc after its output where the model's node names are others
+    (ddddocr's detector: node Conv_41, onnxruntime's 877_nchwc)."""
+    anchors = anchor_names(model)
+    return {o: anchors[n.name] for n in model.graph.node for o in n.output if anchors[n.name]}
+
+
 def ort_base_name(name: str) -> str:
-    """onnxruntime's node name without the suffixes its graph transformers add."""
+    """onnxruntime's node name without the suffixes its graph transformers add
+    (`layer4.0.relu2_nchwc`, `Mul_43/QuickGeluFusion/`)."""
     for suffix in ORT_SUFFIXES:
         if suffix in name:
             name = name[: name.index(suffix)]
@@ -88,6 +97,7 @@ def ort_node_ms(
 def join(model: onnx.ModelProto, tir_rows: list[dict], ort_ms: dict[str, float]) -> list[dict]:
     """Per anchor (or unmatched name): tensorir ms, onnxruntime ms; sorted by tir - 0.8 ort."""
     anchors = anchor_names(model)
+    by_tensor = tensor_anchors(model)
     ours: dict[str, float] = defaultdict(float)
     theirs: dict[str, float] = defaultdict(float)
     for r in tir_rows:  # a kernel without an anchor (a pool) is named by its own node
@@ -95,7 +105,7 @@ def join(model: onnx.ModelProto, tir_rows: list[dict], ort_ms: dict[str, float])
         ours[anchors.get(name) or name] += r["ms"]
     for name, ms in ort_ms.items():
         base = ort_base_name(name)
-        theirs[anchors.get(base) or base] += ms
+        theirs[anchors.get(base) or by_tensor.get(base) or base] += ms
     rows = [
         {"node": k, "tir_ms": ours.get(k, 0.0), "ort_ms": theirs.get(k, 0.0)} for k in set(ours) | set(theirs)
     ]
@@ -109,7 +119,7 @@ def main(argv: list[str] | None = None) -> None:
     from benchmarks.layout_storms import model_and_feeds
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("model", help="zoo model, wild model or .onnx file with static input shapes")
+    p.add_argument("model", help="zoo model or .onnx file with static input shapes (.wild/NAME.onnx)")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--runs", type=int, default=30)
     p.add_argument("--top", type=int, default=30)

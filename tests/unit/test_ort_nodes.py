@@ -60,6 +60,7 @@ def test_ort_suffixes_are_dropped():
     assert ort_base_name("layer4.0.relu2_nchwc") == "layer4.0.relu2"
     assert ort_base_name("r1_token_3") == "r1"
     assert ort_base_name("ReorderOutput") == "ReorderOutput"
+    assert ort_base_name("Mul_43/QuickGeluFusion/") == "Mul_43"
 
 
 def test_join_sums_per_anchor_and_sorts_by_distance_from_the_goal():
@@ -70,10 +71,11 @@ def test_join_sums_per_anchor_and_sorts_by_distance_from_the_goal():
         {"node": "mp", "symbol": "tir_k4_max_pool", "ms": 0.5},
         {"node": "c2", "symbol": "tir_k3_fused", "ms": 0.5},
     ]
-    ort_ms = {"r1_nchwc": 0.75, "mp": 0.25, "r2_nchwc": 1.0, "ReorderOutput": 0.125}
+    ort_ms = {"r1_nchwc": 0.75, "mp": 0.25, "r2_nchwc": 1.0, "y_nchwc": 0.125, "ReorderOutput": 0.125}
     rows = {r["node"]: r for r in join(model, tir, ort_ms)}
     assert rows["c1"]["tir_ms"] == 1.5 and rows["c1"]["ort_ms"] == 1.0  # r1 and mp both lead to c1
     assert rows["c2"]["ratio"] == 0.5
+    assert rows["fc"]["ort_ms"] == 0.125  # named after the Gemm's output tensor, y
     assert rows["tir_k2_max_pool"]["ort_ms"] == 0.0 and rows["tir_k2_max_pool"]["ratio"] is None
     assert rows["ReorderOutput"]["tir_ms"] == 0.0
     order = [r["node"] for r in join(model, tir, ort_ms)]
