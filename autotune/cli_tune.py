@@ -182,7 +182,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         best = tune_model_level(
             args.model, db, device, target, shapes, threads=args.threads or None, deadline=deadline
         )
-        print(f"  best: {config_label(best) if best else None}")
+        print("  best: " + (config_label(best) if best else "the compiler's own rules"))
         if best:  # as tir compile will read it (pipeline.model_choices)
             merge = merge_choice(best.get("fuse_dwpw"))
             graph = load_graph(args.model, target, shapes, best["layout_block"], merge)

@@ -26,6 +26,11 @@ the chosen knobs.
 budget) bounds the per-segment searches: past it, no further segment or conv is tried, the
 plan found so far must still win its three timings, and the merge search's place is recorded
 ("merge_from": the next conv) so that the next `tir tune` goes on from there.
+
+At more than one thread, each round and each of the three final timings runs between two
+probes of autotune/idle.py, and again while one finds a core busy: a round a core stayed busy
+through is not recorded (the rules' choices stand, and the next `tir tune` measures it), and
+such a final timing is never a win.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from typing import NamedTuple
 import numpy as np
 
 from autotune.database import Database
+from autotune.idle import probe, retry_while_busy
 from autotune.model_check import time_interleaved
 
 
@@ -129,8 +135,8 @@ def tune_model_level(
     # (the rules' own choices when nothing won: recorded, so no later run searches again)
     log(f"  {config_label(new)}: measured with the model-level configs")
     configs = [*configs, new]
-    done = _measure_round(model, db, key, device, target, input_shapes, configs, runs, log, threads)
-    return _best(done, configs)
+    last = _measure_round(model, db, key, device, target, input_shapes, configs, runs, log, threads)
+    return _best(last, configs) if last else best  # (busy: the first round's best stands)
 
 
 def _round_estimate(model, target, input_shapes, config, threads, n: int, runs: int, cost: float) -> float:
@@ -245,7 +251,7 @@ def refine_layout_caps(
         log(f"    segment {s} -> {c} (guess {gain * 1e3:.3f} ms less): {now:.3f} -> {then:.3f} ms, {verdict}")
         if verdict == "kept":
             caps, mod = trial, new_mod
-    if caps != same and not _wins_thrice(build, same, caps, runs, margin):
+    if caps != same and not _wins_thrice(build, same, caps, runs, margin, threads):
         log(f"  {_caps(caps)} did not beat layout block {cap} by {margin:.0%} in each of 3 timings: it stays")
         caps = same
     return caps
@@ -269,7 +275,12 @@ def _measure_round(model, db, key, device, target, input_shapes, configs, runs, 
     by these; the records as {"config", "mean_cost"}."""
     built = [_try_build(lambda c: _compile(model, target, input_shapes, c, threads), c) for c in configs]
     mods = [m for m, error in built if not error]
-    timings = iter(time_interleaved(mods, runs) if mods else [])  # all together: the machine drifts
+    # all together (the machine drifts), and between idle probes (autotune/idle.py)
+    timed, busy = retry_while_busy(lambda: time_interleaved(mods, runs) if mods else [], probe(threads))
+    if busy:  # a busy core slows builds by different amounts: the rules' choices stand
+        log("  a core was busy through every try: the round is not recorded; the next tir tune measures it")
+        return []
+    timings = iter(timed)
     db.forget(key, device)
     done = []
     for config, (_, error) in zip(configs, built, strict=True):
@@ -388,7 +399,7 @@ def refine_merge_plan(
         log(f"    conv {k}: {tried} ms: {verdict}")
         if verdict == "kept":
             plan, mod = alts[k_best - 1], mods[k_best]
-    if plan != start and not _wins_thrice(build, start, plan, runs, margin):
+    if plan != start and not _wins_thrice(build, start, plan, runs, margin, threads):
         which = "the earlier" if first else "the rules'"
         log(f"  {plan} did not beat {start} by {margin:.0%} in each of 3 timings: {which} plan stays")
         plan = start
@@ -413,13 +424,14 @@ class PlanFound(NamedTuple):
     resume_at: int | None
 
 
-def _wins_thrice(build, start: str, plan: str, runs: int, margin: float) -> bool:
+def _wins_thrice(build, start: str, plan: str, runs: int, margin: float, threads: int | None) -> bool:
     """Whether `plan` beats `start` by `margin` in each of three timings on fresh builds: a
     level that noise let through both of its timings (PicoDet, 2 threads: 1 in 37) seldom
-    survives three more of the whole plan."""
+    survives three more of the whole plan. A timing a core was busy through is never a win."""
+    idle = probe(threads)
     for _ in range(3):
-        base, new = _medians([build(start), build(plan)], runs)
-        if not new < base * (1 - margin):
+        (base, new), busy = retry_while_busy(lambda: _medians([build(start), build(plan)], runs), idle)
+        if busy or not new < base * (1 - margin):
             return False
     return True
 

@@ -138,9 +138,15 @@ def cores_idle(threads: int, runs: int = 5) -> tuple[bool, float]:
 
 def probe(threads: int | None) -> Callable[[], bool] | None:
     """cores_idle at `threads` (None: every CPU of the process) as a callable, or None at one
-    thread (nothing to probe)."""
+    thread (nothing to probe). TIR_IDLE_PROBE=idle: None (trusted as idle); =busy: a probe that
+    always finds a core busy (tensorir/config.py)."""
+    from tensorir.config import idle_probe_mode
+
     n = threads or len(os.sched_getaffinity(0))
-    return (lambda: cores_idle(n)[0]) if n > 1 else None
+    mode = idle_probe_mode()
+    if n < 2 or mode == "idle":
+        return None
+    return (lambda: False) if mode == "busy" else (lambda: cores_idle(n)[0])
 
 
 def retry_while_busy(timing: Callable[[], Any], idle: Callable[[], bool] | None) -> tuple[Any, bool]:

@@ -18,6 +18,10 @@ TIR_OPENCL_PLATFORM  a case-insensitive substring of the OpenCL platform name: o
                Read by devices.py and by compiled OpenCL libraries (runtime/opencl/).
 TIR_OPENCL_LIBRARY   the OpenCL library a compiled OpenCL model dlopens (default
                libOpenCL.so, then libOpenCL.so.1, then the Android vendor paths).
+TIR_IDLE_PROBE  auto (default): `tir tune` asks whether the cores are idle before it trusts a
+               multi-thread timing of the whole model (autotune/idle.py); idle: it assumes they
+               are (no probe); busy: it assumes a core is busy. The test suite sets idle, so
+               tuning runs in child processes do not depend on the test machine's load.
 TIR_RPC_DOWN_S  seconds a `tir tune --rpc` server that could not be reached is skipped before
                it is tried again (default 30).
 """
@@ -60,6 +64,15 @@ def write_cache_file(path: Path, data: bytes) -> None:
 def _switch(name: str) -> bool:
     """An on/off knob that is on unless set to 0, false, off or empty."""
     return os.environ.get(name, "1").strip().lower() not in ("0", "false", "off", "")
+
+
+IDLE_PROBE_MODES = ("auto", "idle", "busy")
+
+
+def idle_probe_mode() -> str:
+    """TIR_IDLE_PROBE: auto, idle or busy (an unknown value: auto)."""
+    mode = os.environ.get("TIR_IDLE_PROBE", "auto").strip().lower()
+    return mode if mode in IDLE_PROBE_MODES else "auto"
 
 
 def layout_enabled() -> bool:

@@ -329,3 +329,42 @@ def test_a_config_that_does_not_build_is_recorded_as_failed(tmp_path, monkeypatc
     ]
     compiled.clear()
     assert tune_model_level(TINY, db, runs=3, log=logs.append, per_block=False) == best and compiled == []
+
+
+def test_a_round_a_core_was_busy_through_is_not_recorded(tmp_path, monkeypatch):
+    """At two threads, with every probe finding a core busy (TIR_IDLE_PROBE=busy), the round
+    of model-level configs is timed, but not recorded and not used: the rules' choices stand
+    (None), and the next run, on idle cores, measures the round."""
+    import autotune.graph_tune as gt
+    import autotune.idle
+
+    path, built = _fake_merge_search(tmp_path, monkeypatch)
+    monkeypatch.setattr(autotune.idle, "BUSY_WAIT_S", 0.0)
+    monkeypatch.setenv("TIR_IDLE_PROBE", "busy")
+    db = Database(tmp_path / "t.db")
+    logs: list[str] = []
+    assert tune_model_level(path, db, runs=4, log=logs.append, threads=2) is None
+    assert "a core was busy through every try" in logs[-1] and built == []
+    key = model_key(path.read_bytes())
+    assert db.workload_records(key, "host", "host") == []
+    monkeypatch.setenv("TIR_IDLE_PROBE", "idle")
+    best = gt.tune_model_level(path, db, runs=4, log=logs.append, threads=2)
+    assert best["fuse_dwpw"] == "TTNTTTNNNNNNNNNNN"
+
+
+def test_a_plan_timed_on_a_busy_core_is_never_a_win(tmp_path, monkeypatch):
+    """The merge search finds conv 2's 5% win, but its three final timings against the rules'
+    plan ran while a core stayed busy: the rules' plan stays."""
+    import autotune.graph_tune as gt
+    import autotune.idle
+
+    path, built = _fake_merge_search(tmp_path, monkeypatch)
+    monkeypatch.setattr(autotune.idle, "BUSY_WAIT_S", 0.0)
+    monkeypatch.setenv("TIR_IDLE_PROBE", "busy")
+    lanes = tir.target.get_target("host").vector_lanes("float32")
+    logs: list[str] = []
+    base = {"layout_block": lanes, "fuse_dwpw": True}
+    found = gt.refine_merge_plan(path, "host", None, base, runs=4, log=logs.append, threads=2)
+    assert any("conv 2:" in line and "kept" in line for line in logs)
+    assert found.plan == "TTTTTTNNNNNNNNNNN" and "the rules' plan stays" in logs[-1]
+    assert built[-2:] == ["TTTTTTNNNNNNNNNNN", "TTNTTTNNNNNNNNNNN"]  # one final timing: not a win

@@ -1,0 +1,57 @@
+"""autotune/idle.py: the busy-core probe, and TIR_IDLE_PROBE, which fixes its answer (the test
+suite runs with idle: tests/conftest.py)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import autotune.idle
+from tensorir.config import idle_probe_mode
+
+
+def test_the_knob_reads_auto_idle_or_busy(monkeypatch):
+    for value, mode in [("", "auto"), ("auto", "auto"), ("IDLE", "idle"), ("busy", "busy"), ("yes", "auto")]:
+        monkeypatch.setenv("TIR_IDLE_PROBE", value)
+        assert idle_probe_mode() == mode
+    monkeypatch.delenv("TIR_IDLE_PROBE")
+    assert idle_probe_mode() == "auto"
+
+
+def test_the_knob_fixes_the_probe(monkeypatch):
+    """idle: no probe (a timing is trusted); busy: every probe finds a core busy; auto: the FMA
+    probe itself. One thread has nothing to probe whatever the knob says."""
+    monkeypatch.setenv("TIR_IDLE_PROBE", "idle")
+    assert autotune.idle.probe(2) is None
+    monkeypatch.setenv("TIR_IDLE_PROBE", "busy")
+    assert autotune.idle.probe(2)() is False and autotune.idle.probe(1) is None
+    monkeypatch.setenv("TIR_IDLE_PROBE", "auto")
+    asked = []
+    monkeypatch.setattr(autotune.idle, "cores_idle", lambda n: (asked.append(n) or True, 1.0))
+    assert autotune.idle.probe(3)() is True and asked == [3]
+
+
+def test_busy_through_every_try_still_times_once(monkeypatch):
+    """retry_while_busy: probes before and after; a busy probe before a try skips its timing,
+    but the last try times regardless, and busy is reported."""
+    monkeypatch.setattr(autotune.idle, "BUSY_WAIT_S", 0.0)
+    timed = []
+    result, busy = autotune.idle.retry_while_busy(lambda: timed.append(1) or "t", lambda: False)
+    assert (result, busy, len(timed)) == ("t", True, 1)
+    result, busy = autotune.idle.retry_while_busy(lambda: timed.append(1) or "u", lambda: True)
+    assert (result, busy, len(timed)) == ("u", False, 2)
+
+
+def test_two_threads_on_one_cpu_read_as_busy():
+    """autotune.idle.cores_idle, in a process pinned to one CPU: its two threads share the core,
+    so the same work per thread takes about twice as long at two threads as at one."""
+    code = (
+        "import os\n"
+        "os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})\n"
+        "from autotune.idle import cores_idle\n"
+        "print(*cores_idle(2))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    idle, ratio = out.stdout.split()
+    assert idle == "False" and 1.5 < float(ratio) < 3.0, out.stdout
