@@ -12,7 +12,8 @@ no copy) leaves one tail per k rows, or none where k*W is a multiple of the tile
 The merge: the fewest rows that give (within 1%) the fewest tiles per image, keeping
 MIN_PARALLEL iterations for the parallel loop (channel groups x merged rows): 14x14 at 4 pixels
 a tile becomes 7 x 28 (56 -> 49 tiles), 7x7 becomes 1 x 49 (14 -> 13). Not on 32-register
-files, whose tile already divides the row (conv_tile.tile_pixels). It is not a knob: the
+files, whose tiles already divide the row or end in a tail of enough sums
+(conv_tile.tile_pixels, balanced_tile). It is not a knob: the
 tile and row-chunk knobs' choices follow the merged shape, so a space holding both would
 sample illegal pairs; `pin("merge_rows", k)` forces k (tests), TIR_MERGE_ROWS=0 keeps the
 rows (`python -m benchmarks.knob_ab MODEL --env TIR_MERGE_ROWS=0`).

@@ -27,6 +27,14 @@ THREE_BLOCK_ACCUMULATORS = 12
 # 512 -> 1280 1x1 on pooled features, 2.6 MB of weights, in the model, one thread, Zen 4:
 # 0.074 -> 0.047 ms).
 PIXEL_OC_BLOCKS = 8
+# Sums a register tile needs to hide the FMA latency (4 cycles x 2 pipes on Zen 4/5 and
+# Cortex-A76). On a 32-register file the tile spans up to MAX_PIXELS pixels; a row that ends in
+# a tail of fewer sums waits on the latency there, so such rows are split into balanced tiles
+# (balanced_tile). ddddocr's detector, one thread, Zen 5: its 3x3 stride-2 conv to 13x13 (192
+# -> 384 channels) ran 1.16-1.27 ms with 12 + 1 pixels, 0.92-0.97 with 13 or 7 + 6; its 768 ->
+# 384 1x1 at 13x13 0.51-0.53 -> 0.40-0.42; the 3x3 stride-2 conv to 26x26 (12 + 12 + 2)
+# 0.99-1.02 -> 0.92-0.94 with 9 + 9 + 8 (benchmarks.task_configs).
+LATENCY_SUMS = 8
 
 
 def tile_pixels(name: str, width: int, u: int, target: Any, live_per_pixel: int = 0) -> int:
@@ -42,8 +50,25 @@ def tile_pixels(name: str, width: int, u: int, target: Any, live_per_pixel: int 
     if regs <= 16:  # AVX2: small_file_pixels (or one more), the last tile guarded
         default = small_file_tile(width, u, regs)
     else:
-        default = pick_rows(width, max(1, min(MAX_PIXELS, (regs - u - 2) // (u + live_per_pixel))))
+        cap = max(1, min(MAX_PIXELS, (regs - u - 2) // (u + live_per_pixel)))
+        default = pick_rows(width, cap)
+        if width % default and width % default * u < LATENCY_SUMS:
+            default = balanced_tile(width, u, cap)
     return knob(name, tile_choices(width, 2 * MAX_PIXELS), default)
+
+
+def balanced_tile(width: int, u: int, cap: int) -> int:
+    """Pixels per tile (at most `cap`, at least half of it) that cover a row of `width` in the
+    fewest FMA issue slots, a tile of fewer than LATENCY_SUMS sums costing as much as one of
+    that many; then the fewest tiles, then the widest last tile. A 13-wide row of 2-block
+    tiles: 7 + 6 pixels (14 + 12 sums), not 12 + 1 (24 + 2, the last waiting on the latency)."""
+
+    def cost(p: int) -> tuple[int, int, int]:
+        full, tail = divmod(width, p)
+        slots = full * max(p * u, LATENCY_SUMS) + (max(tail * u, LATENCY_SUMS) if tail else 0)
+        return slots, full + (tail > 0), -(tail or p)
+
+    return min(range(max(1, cap // 2), min(cap, width) + 1), key=cost)
 
 
 def small_file_tile(width: int, u: int, registers: int = 16) -> int:
