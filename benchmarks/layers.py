@@ -140,7 +140,9 @@ def forced_records(model, algorithm: str) -> dict[str, dict]:
 
 
 def compile_layers(name: str, algorithm: str | None = None):
-    """(model, build, Module, op nodes, anchor names) of a zoo name or an .onnx file."""
+    """(model, build, Module, op nodes, anchor names) of a zoo name, a wild model's name
+    (benchmarks/wild.py, its input at the shape listed there) or an .onnx file."""
+    from benchmarks.wild import WILD, static_model
     from tensorir.pipeline import compile_model
     from tensorir.runtime.module import Module
 
@@ -148,6 +150,8 @@ def compile_layers(name: str, algorithm: str | None = None):
         import onnx
 
         model = onnx.load(name)
+    elif name in WILD:
+        model = static_model(name)
     else:
         model = build(name)
     records = None

@@ -149,6 +149,21 @@ def reference(path: Path, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
     return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"]).run(None, feeds)
 
 
+def static_model(name: str):
+    """The wild model `name` (fetched) with its image input's shape fixed to WILD[name].shape,
+    for tools that take a model with static input shapes (benchmarks.layers, ort_nodes)."""
+    import onnx
+
+    path = fetch([name])[name]
+    model = onnx.load(str(path))
+    image = input_name(path)
+    vi = next(v for v in model.graph.input if v.name == image)
+    for dim, size in zip(vi.type.tensor_type.shape.dim, WILD[name].shape, strict=True):
+        dim.Clear()
+        dim.dim_value = size
+    return model
+
+
 def input_name(path: Path) -> str:
     import onnx
 
