@@ -35,6 +35,10 @@ PIXEL_OC_BLOCKS = 8
 # 384 1x1 at 13x13 0.51-0.53 -> 0.40-0.42; the 3x3 stride-2 conv to 26x26 (12 + 12 + 2)
 # 0.99-1.02 -> 0.92-0.94 with 9 + 9 + 8 (benchmarks.task_configs).
 LATENCY_SUMS = 8
+# A row narrower than that many sums at OC_BLOCKS blocks (3 pixels x 2 blocks) takes more output
+# blocks per tile instead (narrow_row_oc_blocks). MobileNetV2-96's 1x1s at 3x3, alone, cold,
+# one thread, Zen 5: 960 -> 320 0.067-0.077 ms with 2 blocks, 0.055-0.064 with 4, 0.056-0.059
+# with 5; 960 -> 160 0.036-0.038 with 2, 0.028-0.029 with 5.
 
 
 def tile_pixels(name: str, width: int, u: int, target: Any, live_per_pixel: int = 0) -> int:
@@ -132,6 +136,18 @@ def default_oc_blocks(choices: list[int], block: int, lanes: int, registers: int
         bound = 2 * want if registers > 16 else max(choices)
         best = min((d for d in choices if 1 < d <= bound), default=1)
     return best
+
+
+def narrow_row_oc_blocks(blocks: int, choices: list[int], width: int, vectors: int, registers: int) -> int:
+    """The default output blocks per tile where a whole row of `width` pixels, `vectors`
+    accumulator vectors per block, keeps fewer than LATENCY_SUMS sums with `blocks` (a 3-wide
+    map: 3 pixels x 2 blocks, 6 sums waiting on the FMA latency): on a 32-register file, the
+    most blocks in `choices` whose sums, weight vectors and a broadcast fit the registers.
+    MobileNetV2-96's 1x1s at 3x3 (LATENCY_SUMS); else `blocks`."""
+    if registers <= 16 or width * blocks * vectors >= LATENCY_SUMS:
+        return blocks
+    fits = [d for d in choices if d >= blocks and d * vectors * (width + 1) + 1 <= registers]
+    return max(fits, default=blocks)
 
 
 def tile_choices(extent: int, cap: int) -> list[int]:

@@ -31,7 +31,13 @@ import numpy as np
 from tensorir.errors import ShapeError
 from tensorir.graph.types import TensorType
 from tensorir.ops.conv import Ints, conv, out_spatial, spatial_attrs
-from tensorir.ops.conv_tile import default_oc_blocks, oc_block_choices, pixel_oc_blocks, tile_pixels
+from tensorir.ops.conv_tile import (
+    default_oc_blocks,
+    narrow_row_oc_blocks,
+    oc_block_choices,
+    pixel_oc_blocks,
+    tile_pixels,
+)
 from tensorir.ops.infer import Types
 from tensorir.ops.registry import register_op
 
@@ -377,6 +383,7 @@ def schedule_conv_nchwc(s: Any, outputs: Sequence[Any], target: Any, wide_tile: 
             mb_default = pixel_oc_blocks(mb_choices, m.extent)
         else:
             mb_default = default_oc_blocks(mb_choices, j.extent, lanes, regs)
+            mb_default = narrow_row_oc_blocks(mb_default, mb_choices, ow.extent, max(1, j.extent // v), regs)
         mb = knob("oc_blocks", mb_choices, mb_default)
         va = v
     mo, mi = y.split(m, factor=mb)

@@ -16,7 +16,7 @@ import pytest
 
 from tensorir.graph.types import TensorType
 from tensorir.ops.conv import conv
-from tensorir.ops.conv_tile import _row_steps, balanced_tile, small_file_tile
+from tensorir.ops.conv_tile import _row_steps, balanced_tile, narrow_row_oc_blocks, small_file_tile
 from tensorir.ops.fused import FusedBody, Step
 from tensorir.ops.kernel import build_kernel, kernel_space
 from tensorir.ops.layout import pack_array, pack_weight, unpack_array
@@ -189,6 +189,38 @@ def test_balanced_tile_spends_the_fewest_fma_slots(width, u, tile):
     + 7 (222 slots) rather than 12 x 9 + 3 (224); timed alone, one thread, Zen 5: 0.22-0.25 ms
     against 0.25-0.27."""
     assert balanced_tile(width, u, 12) == tile
+
+
+@pytest.mark.parametrize(
+    ("width", "choices", "blocks"),
+    [
+        (3, [1, 2, 3, 4, 5, 6], 6),
+        (3, [1, 2, 4, 5], 5),
+        (2, [1, 2, 3, 6], 6),
+        (4, [1, 2, 4], 2),
+        (1, [1, 2, 7], 7),
+    ],
+)
+def test_narrow_rows_take_more_output_blocks(width, choices, blocks):
+    """A row of fewer than 8 sums at 2 blocks (3 pixels: 6) takes the most blocks whose sums,
+    weights and broadcast fit 32 registers; 4 pixels x 2 blocks already make 8."""
+    assert narrow_row_oc_blocks(2 if 2 in choices else 1, choices, width, 1, 32) == blocks
+    assert narrow_row_oc_blocks(2, choices, width, 1, 16) == 2  # AVX2: its own rules
+
+
+def test_narrow_map_default_and_numerics():
+    """A 1x1 conv at 3x3 (MobileNetV2's last blocks at 96x96): 6 output blocks per tile on a
+    32-register file (NEON: blocks of 4 lanes), and the result matches (host)."""
+    arm = get_target("linux-arm64")
+    la = arm.vector_lanes("float32")
+    x, w, b = _case(2 * la, 12 * la, 3, 1, seed=10)
+    ins = [pack_array(x, la), pack_weight(w, la, la, False), b.reshape(-1, la)]
+    space = kernel_space("conv2d_nchwc", [TensorType(a.shape) for a in ins], {"group": 1}, arm)
+    assert (space.default()["oc_blocks"], space.default()["ow_tile"]) == (6, 3)
+    x, w, b = _case(2 * L, 12 * L, 3, 1, seed=10)
+    ins = [pack_array(x, L), pack_weight(w, L, L, False), b.reshape(-1, L)]
+    got = _run("conv2d_nchwc", ins, {"group": 1}, (1, 12, 3, 3, L), {"oc_blocks": 6})
+    _check(unpack_array(got), conv(*(a.astype(np.float64) for a in (x, w, b))))
 
 
 def test_balanced_default_numerics():
