@@ -1,6 +1,7 @@
 """A stride-1 1x1 conv on a 16-register CPU sees its image with rows merged (ops/conv_rows.py):
 the kernel's signature before/after, the default merge per image size, the cases left alone
-(32-register files, padded or strided convs, an epilogue input that broadcasts over rows), and
+(32-register files but for rows too narrow for 8 sums, padded or strided convs, an epilogue
+input that broadcasts over rows), and
 numerics against float64 numpy for every merge, with a fused residual add + relu.
 
 Tolerance: max |err| / max |ref| < 1e-5 (fp32 sums over 64 terms)."""
@@ -83,6 +84,19 @@ def test_environment_switch_keeps_the_rows(monkeypatch):
 )
 def test_left_alone(types, attrs, target):
     assert merge_rows(tuple(types), attrs, None, 0, 1, target) == tuple(types)
+
+
+def test_narrow_rows_merge_on_32_registers():
+    """AVX-512: a 3x3 map tiles 3 pixels x 2 blocks a row, 6 sums, under the 8 that hide the
+    FMA latency: its rows are merged (1 x 9, each weight read once per tile instead of once
+    per row), when the channel groups leave MIN_PARALLEL iterations; 6x6 (12 sums) is not."""
+    narrow = tuple(_types(160, 960, 3, 3, 16))
+    assert merge_rows(narrow, {"group": 1}, None, 0, 1, V4)[0].shape == (1, 10, 1, 9, 16)
+    assert merge_rows(tuple(_types(160, 960, 6, 6, 16)), {"group": 1}, None, 0, 1, V4)[0].shape[2:4] == (6, 6)
+    few_groups = tuple(_types(960, 160, 3, 3, 16))  # 5 groups x 1 row: under 16 iterations
+    assert merge_rows(few_groups, {"group": 1}, None, 0, 1, V4) == few_groups
+    func, _ = build_kernel("conv2d_nchwc", list(narrow), {"group": 1}, V4, const_args=frozenset({1, 2}))
+    assert "in0: f32[1,10,1,9,16]" in str(func).splitlines()[0]
 
 
 def test_epilogue_input_broadcast_over_rows_is_left_alone():
