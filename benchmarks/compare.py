@@ -237,6 +237,19 @@ SHORT_LAUNCHES = 64
 SHORT_S = 8e-6  # a small kernel's time, MobileNetV2-96's at 2 threads
 
 
+# A model that runs in under SHORT_MODEL_S gets at least SHORT_MODEL_RUNS timed runs per row:
+# its rows are cheap, and with the default 20 (6 rounds) MobileNetV2-96's 2-thread row read one
+# build 0.41 and 0.47 ms in its two files, and the tuned build, byte for byte the untuned one,
+# 0.38 and 0.48 ms in two runs of the command.
+SHORT_MODEL_S = 3e-3
+SHORT_MODEL_RUNS = 60
+
+
+def row_runs(runs: int, run_s: float) -> int:
+    """Timed runs per row for a model whose run takes `run_s` seconds at one thread."""
+    return max(runs, SHORT_MODEL_RUNS) if run_s < SHORT_MODEL_S else runs
+
+
 def bench_model(
     name: str,
     threads: list[int],
@@ -249,7 +262,8 @@ def bench_model(
     """Time tensorir (compiled with `records`) and onnxruntime, interleaved, at each thread
     count. With `tuned_records` (threads -> Records) a tuned build per thread count joins the
     same interleaved rounds, so untuned, tuned and onnxruntime meet the same machine; the
-    untuned and the tuned build each run from two files (untuned_both_orders). A row at more
+    untuned and the tuned build each run from two files (untuned_both_orders). A model faster
+    than SHORT_MODEL_S takes at least SHORT_MODEL_RUNS runs per row (row_runs). A row at more
     than one thread is measured between two sgemm probes and taken again while they find the
     machine busy (blocks_on_idle_cores, up to `retries` times)."""
     import tensorir as tir
@@ -265,6 +279,8 @@ def bench_model(
     ours = mod.bind(feeds)
     reference = _ort_session(model, 1).run(None, feeds)
     err = _max_err(ours(), reference)
+    mod.set_num_threads(1)
+    runs = row_runs(runs, min(_timed(ours) for _ in range(5)))
     rows = []
     with tempfile.TemporaryDirectory(prefix="tir_compare_") as copies:  # the tuned builds' second files
         for n in threads:

@@ -43,6 +43,14 @@ def test_rounds_make_whole_turns_and_time_each_fn(monkeypatch):
     assert sorted(firsts) == [0, 0, 1, 1, 2, 2]
 
 
+def test_short_models_get_more_runs_per_row():
+    """A model under SHORT_MODEL_S a run (MobileNetV2-96: 0.5 ms) gets at least
+    SHORT_MODEL_RUNS timed runs a row; a longer one keeps --runs, and more asked stays more."""
+    assert cmp.row_runs(20, 0.5e-3) == cmp.SHORT_MODEL_RUNS
+    assert cmp.row_runs(20, 30e-3) == 20
+    assert cmp.row_runs(100, 0.5e-3) == 100
+
+
 def test_paired_ratio_follows_the_machine_from_round_to_round():
     # a VM fast for three rounds, slow for two, changing state in the middle of round 3;
     # a is 1.1x slower than b throughout
