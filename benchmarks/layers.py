@@ -246,6 +246,17 @@ def print_scaling(rows: list[dict], threads: int, top: int = 25) -> None:
     )
 
 
+def idle_line(before: tuple[bool, float], after: tuple[bool, float], threads: int) -> str:
+    """What the busy-core probe (autotune.idle.cores_idle: the same FMA work per thread at 1
+    and `threads` threads, ~1.0 idle) read before and after the profile. This VM at times runs
+    2 threads no faster than 1 for a while (MobileNetV2-96's kernels all at 0.91-1.04x, the
+    next run 1.58x): such a profile says nothing about the code."""
+    line = f"busy-core probe at {threads} threads: {before[1]:.2f} before, {after[1]:.2f} after (idle ~1.0)"
+    if not (before[0] and after[0]):
+        line += ": A CORE WAS BUSY, the speed-ups above are the machine's, not the code's; run it again"
+    return line
+
+
 def _selected(r: dict, flt: str | None, everything: bool) -> bool:
     if not everything and not r["anchor"]:
         return False
@@ -302,8 +313,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--out", default=None)
     args = p.parse_args(argv)
     if args.scaling:
+        from autotune.idle import cores_idle
+
+        before = cores_idle(args.scaling)
         rows = profile_scaling(args.model, args.scaling, args.repeat)
+        after = cores_idle(args.scaling)
         print_scaling(rows, args.scaling)
+        print(idle_line(before, after, args.scaling))
         out = Path(args.out or RESULTS / f"layers_{args.model}_scaling{args.scaling}.json")
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(rows, indent=1, default=float) + "\n")
