@@ -203,6 +203,9 @@ def layer_rows(b, mod, nodes: list[int], names: dict[int, str], prof: list[dict]
     return rows
 
 
+WARM_ROUNDS = 2
+
+
 def profile_scaling(name: str, threads: int, repeat: int, rounds: int = 3) -> list[dict]:
     """Every kernel profiled in place at 1 and at `threads` threads, the two alternating for
     `rounds` rounds (one build, so only the thread count differs); per kernel the median ms
@@ -211,6 +214,13 @@ def profile_scaling(name: str, threads: int, repeat: int, rounds: int = 3) -> li
     model, b, mod, nodes, names = compile_layers(name)
     feeds = sample_inputs(model)
     times: dict[int, list[list[float]]] = {1: [], threads: []}
+    # untimed rounds first: the first one or two at `threads` threads after compiling in this
+    # process ran no faster than one thread (MobileNetV2-96, Zen 5 VM: 0.94-0.97x, then
+    # 1.5-1.7x from the next round on, in each of three processes)
+    for _ in range(WARM_ROUNDS):
+        for n in (1, threads):
+            mod.set_num_threads(n)
+            mod.profile(feeds, repeat=repeat)
     for _ in range(rounds):
         for n in (1, threads):
             mod.set_num_threads(n)
