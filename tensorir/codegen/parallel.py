@@ -29,7 +29,8 @@ threads-1 take part, the rest stay idle); a worker spins on it briefly (`pause` 
 with a sched_yield every YIELD_EVERY pauses), then sleeps in futex(FUTEX_WAIT); the launcher
 publishes the job (gen << 32 | n, one word: a thread late for a launch finds a newer one
 there and leaves), wakes sleepers only when there are any, claims chunks itself, then waits
-(spin with the same yields, then futex) for the done counter to reach n. Each thread adds
+(spin with the same yields, then futex) for the done counter to reach n. A worker woken on
+(or created on) the launcher's CPU moves to another one first (GETCPU below). Each thread adds
 the chunks it ran to that counter once, when it finds none left to claim, not after every
 chunk: one cache-line transfer per thread instead of one per chunk (a launch of 8 chunks on
 2 threads, Zen 4 VM: 0.55 -> 0.43 us; tests/codegen/test_parallel.py prints the 2-chunk
@@ -64,6 +65,18 @@ CHUNKS_PER_THREAD = 4
 # 1.39-1.48 -> 0.92-1.08, MobileNetV2-96 1.60-1.93 -> 0.98-1.11 (onnxruntime 1.04-1.17 and
 # 1.2-2.8); idle, unchanged.
 SCHED_YIELD = {"x86_64": 24, "aarch64": 124}
+# getcpu and sched_setaffinity. A worker just created, or woken from its futex, that finds
+# itself on the CPU of the thread that created or woke it (recorded before the wake) moves to
+# another CPU of its mask: tir_rt_spread narrows its mask by that CPU, then restores it at once
+# (the scheduler leaves it where it went). On the Zen 5 VM the scheduler woke the worker on the
+# waker's CPU 18-20 times in 20 (tests/codegen/test_parallel.py), and the two then shared that
+# CPU, each spinning with a sched_yield while the other worked, the second CPU idle, until the
+# load balancer parted them: a whole run of MobileNetV2-96 at 2 threads at one thread's speed
+# (0.55-0.65 ms against 0.33-0.37), in 8-24% of the timed blocks after a 50 ms pause and for
+# 2-30 runs after the worker's creation. After: 0-4% of such blocks. Only on those slow paths
+# (a creation, a wake-up): a launch to spinning workers costs nothing more.
+GETCPU = {"x86_64": 309, "aarch64": 168}
+SET_AFFINITY = {"x86_64": 203, "aarch64": 122}
 YIELD_EVERY = 2048
 LIBC_SYMBOLS = (
     "pthread_create",
@@ -115,5 +128,7 @@ def runtime_ir(target: Target) -> str:
         threads=target.num_threads or 0,
         chunks_per_thread=CHUNKS_PER_THREAD,
         sched_yield=SCHED_YIELD[target.arch],
+        getcpu=GETCPU[target.arch],
+        setaffinity=SET_AFFINITY[target.arch],
         yield_mask=YIELD_EVERY - 1,
     )
