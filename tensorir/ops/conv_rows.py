@@ -14,7 +14,7 @@ MIN_PARALLEL iterations for the parallel loop (channel groups x merged rows): 14
 a tile becomes 7 x 28 (56 -> 49 tiles), 7x7 becomes 1 x 49 (14 -> 13). On 32-register
 files, whose tiles already divide the row or end in a tail of enough sums
 (conv_tile.tile_pixels, balanced_tile), only rows too narrow for LATENCY_SUMS sums at the
-default blocks are merged (`narrow_on_wide_file`): MobileNetV2-96's 3x3 maps, 3 pixels x 2
+default blocks are merged: MobileNetV2-96's 3x3 maps, 3 pixels x 2
 blocks a row, become 1 x 9, whose tile reads each weight once instead of once per row. It is not a knob: the
 tile and row-chunk knobs' choices follow the merged shape, so a space holding both would
 sample illegal pairs; `pin("merge_rows", k)` forces k (tests), TIR_MERGE_ROWS=0 keeps the
@@ -30,10 +30,10 @@ from tensorir.config import merge_rows_enabled
 from tensorir.graph.types import TensorType
 from tensorir.ops.conv_tile import (
     LATENCY_SUMS,
-    MAX_PIXELS,
     default_oc_blocks,
     oc_block_choices,
     small_file_pixels,
+    wide_file_pixels,
 )
 from tensorir.ops.fused import FusedBody
 from tensorir.ops.layout import conv_nchwc_attrs
@@ -84,21 +84,14 @@ def default_merge(h: int, w: int, tile: int, groups: int) -> int:
     return min(k for k in ks if tiles[k] <= fewest * NEAR_FEWEST)
 
 
-def _tile_pixels(w_shape: Sequence[int], lanes: int, registers: int) -> tuple[int, int]:
-    """(pixels per register tile, output channel groups) the schedule's defaults give."""
+def _default_tile(w_shape: Sequence[int], lanes: int, registers: int) -> tuple[int, int, int]:
+    """(pixels per register tile, accumulator vectors per pixel, output channel groups) the
+    schedule's defaults give."""
     m_blocks, ob = w_shape[0], w_shape[5]
     mb = default_oc_blocks(oc_block_choices(m_blocks), ob, lanes, registers)
     u = max(1, mb * ob // lanes)
-    if registers > 16:
-        return max(1, min(MAX_PIXELS, (registers - u - 2) // u)), max(1, m_blocks // mb)
-    return small_file_pixels(u), max(1, m_blocks // mb)
-
-
-def narrow_on_wide_file(width: int, w_shape: Sequence[int], lanes: int) -> bool:
-    """Whether a row of `width` pixels keeps fewer than LATENCY_SUMS sums at the default output
-    blocks of a 32-register file."""
-    mb = default_oc_blocks(oc_block_choices(w_shape[0]), w_shape[5], lanes, 32)
-    return width * max(1, mb * w_shape[5] // lanes) < LATENCY_SUMS
+    pixels = wide_file_pixels(u, registers) if registers > 16 else small_file_pixels(u)
+    return pixels, u, max(1, m_blocks // mb)
 
 
 def merge_rows(
@@ -114,14 +107,13 @@ def merge_rows(
     conv_attrs = attrs if anchor is None else dict(attrs["body"].steps[anchor].attrs)
     if len(x) != 5 or not pointwise(w, conv_attrs):
         return in_types
-    wide_file = target.num_vector_registers > 16
-    if wide_file and not narrow_on_wide_file(x[3], w, target.vector_lanes(in_types[xi].dtype)):
-        return in_types
     h, wd = x[2], x[3]
+    registers = target.num_vector_registers
+    tile, u, groups = _default_tile(w, target.vector_lanes(in_types[xi].dtype), registers)
+    if registers > 16 and wd * u >= LATENCY_SUMS:  # a wide file's tiles already fit its rows
+        return in_types
     if not _pixelwise_epilogue(in_types, attrs, anchor, (h, wd)):
         return in_types
-    lanes = target.vector_lanes(in_types[xi].dtype)
-    tile, groups = _tile_pixels(w, lanes, target.num_vector_registers)
     k = pinned("merge_rows") or (default_merge(h, wd, tile, groups) if merge_rows_enabled() else 1)
     if k == 1 or h % k:
         return in_types

@@ -54,11 +54,17 @@ def tile_pixels(name: str, width: int, u: int, target: Any, live_per_pixel: int 
     if regs <= 16:  # AVX2: small_file_pixels (or one more), the last tile guarded
         default = small_file_tile(width, u, regs)
     else:
-        cap = max(1, min(MAX_PIXELS, (regs - u - 2) // (u + live_per_pixel)))
+        cap = wide_file_pixels(u, regs, live_per_pixel)
         default = pick_rows(width, cap)
         if width % default and width % default * u < LATENCY_SUMS:
             default = balanced_tile(width, u, cap)
     return knob(name, tile_choices(width, 2 * MAX_PIXELS), default)
+
+
+def wide_file_pixels(u: int, registers: int, live_per_pixel: int = 0) -> int:
+    """Pixels per tile on a 32-register file: as many as fit beside `u` weight vectors and a
+    broadcast (`live_per_pixel` more registers per pixel), at most MAX_PIXELS."""
+    return max(1, min(MAX_PIXELS, (registers - u - 2) // (u + live_per_pixel)))
 
 
 def balanced_tile(width: int, u: int, cap: int) -> int:
