@@ -50,6 +50,7 @@ from __future__ import annotations
 
 from tensorir.codegen.llvm_builder import ModuleContext
 from tensorir.codegen.parallel_ir import RUNTIME
+from tensorir.codegen.parallel_place_ir import PLACEMENT
 from tensorir.errors import TirError
 from tensorir.target import Target
 
@@ -116,6 +117,7 @@ def runtime_ir(target: Target) -> str:
     if target.arch not in _ARCH:
         raise TirError(f"no parallel runtime for architecture {target.arch!r} ({target.triple})")
     futex, affinity, spin, pause, pause_decl = _ARCH[target.arch]
+    syscalls = {"affinity": affinity, "getcpu": GETCPU[target.arch], "setaffinity": SET_AFFINITY[target.arch]}
     return RUNTIME.substitute(
         triple=target.triple,
         datalayout=str(target_machine(target).target_data),
@@ -128,7 +130,5 @@ def runtime_ir(target: Target) -> str:
         threads=target.num_threads or 0,
         chunks_per_thread=CHUNKS_PER_THREAD,
         sched_yield=SCHED_YIELD[target.arch],
-        getcpu=GETCPU[target.arch],
-        setaffinity=SET_AFFINITY[target.arch],
         yield_mask=YIELD_EVERY - 1,
-    )
+    ) + PLACEMENT.substitute(syscalls)

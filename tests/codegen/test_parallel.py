@@ -6,6 +6,7 @@ from __future__ import annotations
 import ctypes
 import itertools
 import os
+import re
 import signal
 import threading
 import time
@@ -110,7 +111,8 @@ def test_pool_survives_fork():
 
 
 def _function(ir_text: str, name: str) -> str:
-    start = ir_text.index(f"@{name}(")
+    """The body of the function `name` defined in `ir_text` (from its define line)."""
+    start = re.search(rf"^define [^\n]*@{name}\(", ir_text, re.M).start()
     return ir_text[start : ir_text.index("\n}\n", start)]
 
 
