@@ -99,9 +99,12 @@ class ModelCheck:
                 "run tir tune again on an idle machine"
             )
         elif np.isfinite(self.plain_s):
-            sign = "faster" if self.records_win else "SLOWER: tir compile will not use them"
-            if not self.records_win and self.tuned_s < self.plain_s:
+            if self.records_win:
+                sign = "faster"
+            elif self.tuned_s < self.plain_s:
                 sign = f"a gain under {MIN_GAIN:.0%}: tir compile will not use them"
+            else:
+                sign = "SLOWER: tir compile will not use them"
             lines.append(
                 f"whole model: {self.plain_s * 1e3:.3f} ms untuned, {self.tuned_s * 1e3:.3f} ms with the "
                 f"records ({self.plain_s / self.tuned_s:.2f}x, {sign}; timed interleaved)"
