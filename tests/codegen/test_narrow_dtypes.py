@@ -134,8 +134,9 @@ def test_small_types_from_float32_and_int32(dtype):
     if "int" in dtype:  # float -> int is undefined outside the int32 range (and for NaN)
         x = x[np.abs(x) < 2.0**31]
     (out,) = run_op("cast", [x], {"to": dtype})
-    with np.errstate(all="ignore"):
-        assert_same(out, x.astype(out.dtype), x)
+    with np.errstate(all="ignore"):  # ONNX: to an integer, truncate then keep the low bits
+        ref = x.astype(np.int64).astype(out.dtype) if "int" in dtype else x.astype(out.dtype)
+        assert_same(out, ref, x)
     if "int" in dtype:
         i = np.arange(-300, 300, dtype=np.int32)
         (wrapped,) = run_op("cast", [i], {"to": dtype})

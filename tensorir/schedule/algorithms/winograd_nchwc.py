@@ -190,7 +190,9 @@ def winograd_nchwc_compute(
 # ---- schedule -------------------------------------------------------------------------------
 ROW_CAP = 14  # most tiles per register block by default
 K_VECTORS = 2  # output channel vectors per register block by default
-TILE_ROW_CHOICES = (1, 2, 3, 4, 6, 7, 8, 10, 12, 14, 16)
+# every row count up to 16: the default (pick_rows under a cap that depends on wino_k_vectors)
+# must be a choice whatever the k vectors, or a sampled pair (k vectors 4, rows 5) is illegal
+TILE_ROW_CHOICES = tuple(range(1, 17))
 
 
 def schedule_winograd_nchwc(s: Any, outputs: Sequence[Any], target: Any) -> None:
