@@ -234,15 +234,13 @@ def cast(x, to, saturate=1, round_mode="up"):
         top = float(ml_dtypes.finfo(target).max)
         with np.errstate(invalid="ignore"):
             wide = np.where(np.abs(wide) > top, np.sign(wide) * top, wide)
+    wide = np.asarray(wide)
     with np.errstate(all="ignore"):
-        if target.name in WRAPPED_INTS and np.asarray(wide).dtype.kind == "f":
+        if target.name in NARROW and "int" in target.name and wide.dtype.kind == "f":
             # ONNX: float to a 2/4-bit integer truncates, then wraps (keeps the low bits);
             # ml_dtypes >= 0.7 sends out-of-range floats to 0, its int -> int4 still wraps
-            wide = np.asarray(wide).astype(np.int64)
-        return np.asarray(wide).astype(target)
-
-
-WRAPPED_INTS = ("int4", "uint4", "int2", "uint2")
+            wide = wide.astype(np.int64)
+        return wide.astype(target)
 
 
 def _cast_e8m0(x: np.ndarray, round_mode: str, saturate: int) -> np.ndarray:
