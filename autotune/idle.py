@@ -149,17 +149,23 @@ def probe(threads: int | None) -> Callable[[], bool] | None:
     return (lambda: False) if mode == "busy" else (lambda: cores_idle(n)[0])
 
 
-def retry_while_busy(timing: Callable[[], Any], idle: Callable[[], bool] | None) -> tuple[Any, bool]:
+def retry_while_busy(
+    timing: Callable[[], Any],
+    idle: Callable[[], bool] | None,
+    slowed: Callable[[Any], bool] | None = None,
+) -> tuple[Any, bool]:
     """(`timing`'s result, busy): `timing` run between two `idle` probes, and again (up to
-    BUSY_RETRIES times, BUSY_WAIT_S apart) while either finds a core busy; a try whose first
-    probe finds one busy waits without timing, but the last try times all the same. Busy: every
-    try found a core busy."""
+    BUSY_RETRIES times, BUSY_WAIT_S apart) while either finds a core busy or `slowed` finds the
+    result itself too slow (the whole machine slowed: another tenant's work on the host, which
+    takes both cores alike and so passes the probe); a try whose first probe finds one busy
+    waits without timing, but the last try times all the same. Busy: every try was."""
     for attempt in range(BUSY_RETRIES + 1):
         last = attempt == BUSY_RETRIES
         before = idle is None or idle()
         if before or last:
             result = timing()
-            if before and (idle is None or idle()):
+            quiet = slowed is None or not slowed(result)
+            if before and quiet and (idle is None or idle()):
                 return result, False
         if not last:
             time.sleep(BUSY_WAIT_S)

@@ -16,9 +16,10 @@ interleaved. Both go in as in-model records of the model's own key (configs
 {"kernel_records": False} and the layout config with "kernel_records": True), so where the
 records together made the whole model slower, `tir compile` of that model ignores them all
 (tensorir/pipeline.py: model_choices). At more than one thread that A/B is taken between two
-probes of whether the cores are idle (autotune/idle.py) and again while one is busy; if it stays
-busy only the timing without records is stored, so a busy machine can keep the defaults but
-never make the records win.
+probes of whether the cores are idle (autotune/idle.py) and again while one is busy, or while
+the model without records runs SLOWED_RATIO slower than its quickest run the database holds
+(the whole machine slowed by another tenant); if it stays busy only the timing without records
+is stored, so a busy machine can keep the defaults but never make the records win.
 
     check = check_in_model("model.onnx", db, device, target)
     print(check.report())
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 import os
 import tempfile
 import time
@@ -45,6 +47,12 @@ ROUNDS, WHOLE_RUNS = 15, 30  # the check's defaults: profile rounds, whole-model
 # the A/B's noise is none (MobileNetV2-224 at 2 threads, AMD EPYC znver1: records checked at
 # 1.002x ran the model 1.025x slower in benchmarks.build_ab, 30 runs); graph_tune's margin
 MIN_GAIN = 0.02
+# the whole-model A/B counts as taken on a busy machine where the build without records ran
+# this much slower than the quickest whole-model run the database holds for the model (the
+# model-level search's rounds, earlier checks): another tenant slowing both cores alike, which
+# the idle probe cannot see (MobileNetV2-224 at 2 threads, AMD EPYC Zen 4: 3.6 ms in the
+# model-level rounds, 5.7 in the A/B, where the records won 1.06x; 1.01x on a quiet machine)
+SLOWED_RATIO = 1.3
 
 
 @dataclasses.dataclass
@@ -68,7 +76,8 @@ class ModelCheck:
     tuned_s: float = float("nan")  # the whole model with the checked records
     rounds: int = ROUNDS  # profile rounds per workload verdict
     whole_runs: int = WHOLE_RUNS  # whole-model runs per copy of each build
-    busy: bool = False  # a core was busy through every try of the whole-model A/B
+    busy: bool = False  # a core was busy (or the machine slowed) through every try of the A/B
+    quiet_s: float = float("nan")  # the quickest whole-model run recorded before the A/B
 
     @property
     def records_win(self) -> bool:
@@ -92,9 +101,16 @@ class ModelCheck:
             f"({self.rounds} rounds in the model)"
         )
         if np.isfinite(self.plain_s) and self.busy:
+            slowed = self.plain_s > SLOWED_RATIO * self.quiet_s
+            why = (
+                f"the machine ran the model {self.plain_s / self.quiet_s:.2f}x slower than its quickest "
+                f"recorded run ({self.quiet_s * 1e3:.3f} ms)"
+                if slowed
+                else "a core was busy"
+            )
             lines.append(
                 f"whole model: {self.plain_s * 1e3:.3f} ms untuned, {self.tuned_s * 1e3:.3f} ms with the "
-                "records, but a core was busy through every try: only the untuned timing is recorded "
+                f"records, but {why} through every try: only the untuned timing is recorded "
                 "(tir compile keeps the defaults unless an earlier check found the records faster); "
                 "run tir tune again on an idle machine"
             )
@@ -347,8 +363,9 @@ def check_in_model(
     `probe`: the model already compiled without kernel records, and timed (probe_check).
     `deadline` (time.monotonic()): after its first build the check cuts `rounds` and
     `whole_runs` to what fits before it (fit_check, from that build's time and the probe's
-    timing of a run, a profile call and a copy). The whole-model A/B at more than one thread
-    is taken between two probes of whether the cores are idle (`idle`, default
+    timing of a run, a profile call and a copy). The whole-model A/B is taken again while the
+    model without records runs SLOWED_RATIO slower than its quickest recorded run, and at more
+    than one thread between two probes of whether the cores are idle (`idle`, default
     autotune.idle.cores_idle) and again while a core is busy; if it stays busy only the timing
     without records is stored, so a busy machine can keep the defaults but never make the
     records win. So too where the records won by less than MIN_GAIN."""
@@ -382,13 +399,15 @@ def check_in_model(
     if whole_runs:
         checked = _NoVerdict(Records.open(db.path, False, device=device), mkey)
         mods = [_compile(model, target, input_shapes, r, threads) for r in (None, checked)]
+        check.quiet_s = quickest_model_s(db, mkey, device, target)
         with tempfile.TemporaryDirectory() as tmp:
             copies = _placed(mods, Path(tmp), threads)
-            runs = whole_runs * len(copies[0])
+            n, runs = len(copies[0]), whole_runs * len(copies[0])
             timed_whole, check.busy = autotune.idle.retry_while_busy(
-                lambda: time_interleaved([*copies[0], *copies[1]], runs), idle or autotune.idle.probe(threads)
+                lambda: time_interleaved([*copies[0], *copies[1]], runs),
+                idle or autotune.idle.probe(threads),
+                lambda timed: float(np.median(np.mean(timed[:n], axis=0))) > SLOWED_RATIO * check.quiet_s,
             )
-        n = len(copies[0])
         costs = [list(np.mean(timed_whole[:n], axis=0)), list(np.mean(timed_whole[n:], axis=0))]
         check.plain_s, check.tuned_s = (float(np.mean(c)) for c in costs)  # as the records rank them
         with_records = {**(records.best(mkey) or {}), "kernel_records": True}
@@ -396,6 +415,14 @@ def check_in_model(
         for config, c in verdicts if check.records_win else verdicts[:1]:
             db.add({**_record(mkey, device, target, config), "costs": c, "timing": "model"})
     return check
+
+
+def quickest_model_s(db: Database, key: str, device: str, target: str) -> float:
+    """The quickest whole-model run the database holds for the model on `device` (its
+    model-level records: the layout search's rounds, earlier checks), the machine's quiet
+    speed for it; inf where there is none yet."""
+    records = db.workload_records(key, device, target)
+    return min((min(r["costs"]) for r in records if not r.get("error") and r.get("costs")), default=math.inf)
 
 
 class _Candidates:

@@ -42,6 +42,22 @@ def test_busy_through_every_try_still_times_once(monkeypatch):
     assert (result, busy, len(timed)) == ("u", False, 2)
 
 
+def test_a_slowed_result_is_timed_again(monkeypatch):
+    """retry_while_busy's `slowed`: a try whose result it finds too slow counts as busy (the
+    probe said idle), so the timing is taken again; busy when every try was slowed."""
+    monkeypatch.setattr(autotune.idle, "BUSY_WAIT_S", 0.0)
+    timed = []
+
+    def timing() -> int:
+        timed.append(1)
+        return len(timed)
+
+    result, busy = autotune.idle.retry_while_busy(timing, lambda: True, lambda r: r < 3)
+    assert (result, busy) == (3, False)
+    result, busy = autotune.idle.retry_while_busy(timing, None, lambda r: True)
+    assert (result, busy, len(timed)) == (6, True, 6)
+
+
 def test_two_threads_on_one_cpu_read_as_busy():
     """autotune.idle.cores_idle, in a process pinned to one CPU: its two threads share the core,
     so the same work per thread takes about twice as long at two threads as at one."""
