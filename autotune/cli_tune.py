@@ -156,7 +156,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         raise InputError(f"{args.model}: no such file")
     target = dev.target
     budget = parse_duration(args.time_budget) if args.time_budget else None
-    started = time.monotonic()
+    started, started_at = time.monotonic(), time.time()
     shapes = dict(parse_shape_arg(s) for s in args.input_shape)
     servers, token = _rpc_servers(args)
     device = _device_key(args, dev, servers, token)  # a remote device fails here, before any work
@@ -236,7 +236,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
         if probe is not None:  # to the end of the budget, the time set aside at least
             sizing = {"probe": probe, "deadline": max(started + budget, time.monotonic() + reserve)}
         print("checking the records inside the model (each tuned kernel timed in place, with and without)")
-        check = check_in_model(args.model, db, device, target, shapes, threads=args.threads or None, **sizing)
+        check = check_in_model(
+            args.model, db, device, target, shapes, threads=args.threads or None, since=started_at, **sizing
+        )
         print(check.report())
     if args.plot:
         from autotune.plot import plot_curves

@@ -357,6 +357,7 @@ def check_in_model(
     probe: CheckProbe | None = None,
     deadline: float | None = None,
     idle: Callable[[], bool] | None = None,
+    since: float | None = None,
 ) -> ModelCheck:
     """Time each tuned workload in the model with and without its record, store both as
     in-model records, then time the whole model without records and with the checked ones.
@@ -364,7 +365,8 @@ def check_in_model(
     `deadline` (time.monotonic()): after its first build the check cuts `rounds` and
     `whole_runs` to what fits before it (fit_check, from that build's time and the probe's
     timing of a run, a profile call and a copy). The whole-model A/B is taken again while the
-    model without records runs SLOWED_RATIO slower than its quickest recorded run, and at more
+    model without records runs SLOWED_RATIO slower than its quickest run (the model-level
+    records timed since `since`, the probe's run), and at more
     than one thread between two probes of whether the cores are idle (`idle`, default
     autotune.idle.cores_idle) and again while a core is busy; if it stays busy only the timing
     without records is stored, so a busy machine can keep the defaults but never make the
@@ -399,7 +401,9 @@ def check_in_model(
     if whole_runs:
         checked = _NoVerdict(Records.open(db.path, False, device=device), mkey)
         mods = [_compile(model, target, input_shapes, r, threads) for r in (None, checked)]
-        check.quiet_s = quickest_model_s(db, mkey, device, target)
+        check.quiet_s = min(
+            quickest_model_s(db, mkey, device, target, since), probe.timing.run_s if probe else math.inf
+        )
         with tempfile.TemporaryDirectory() as tmp:
             copies = _placed(mods, Path(tmp), threads)
             n, runs = len(copies[0]), whole_runs * len(copies[0])
@@ -417,12 +421,13 @@ def check_in_model(
     return check
 
 
-def quickest_model_s(db: Database, key: str, device: str, target: str) -> float:
+def quickest_model_s(db: Database, key: str, device: str, target: str, since: float | None = None) -> float:
     """The quickest whole-model run the database holds for the model on `device` (its
     model-level records: the layout search's rounds, earlier checks), the machine's quiet
-    speed for it; inf where there is none yet."""
-    records = db.workload_records(key, device, target)
-    return min((min(r["costs"]) for r in records if not r.get("error") and r.get("costs")), default=math.inf)
+    speed for it; inf where there is none. `since` (time.time()): only records timed since
+    then, on this machine (a log merged from another machine of the device key may be faster)."""
+    fresh = [r for r in db.workload_records(key, device, target) if since is None or r["timestamp"] >= since]
+    return min((min(r["costs"]) for r in fresh if not r.get("error") and r.get("costs")), default=math.inf)
 
 
 class _Candidates:

@@ -312,6 +312,23 @@ def test_a_machine_slowed_as_a_whole_can_only_keep_the_defaults(tmp_path, monkey
     assert "slower than its quickest recorded run (0.000 ms) through every try" in check.report()
 
 
+def test_a_quick_record_from_before_the_run_is_not_the_quiet_speed(tmp_path, monkeypatch):
+    """`since`: only model-level records timed since the tuning run began measure this
+    machine's quiet speed; an older one (a log merged from a faster machine of the same device
+    key) does not make every A/B look slowed."""
+    monkeypatch.setattr(mc, "MIN_GAIN", -1.0)
+    model = _conv_model(tmp_path / "conv.onnx")
+    db = Database(tmp_path / "t.db")
+    mkey = model_key(model_bytes(model))
+    old = {**mc._record(mkey, "dev", "host", {"layout_block": 16}), "costs": [1e-7], "timestamp": 1.0}
+    db.add({**old, "timing": "model"})
+    since = time.time()
+    assert mc.quickest_model_s(db, mkey, "dev", "host") == 1e-7
+    assert mc.quickest_model_s(db, mkey, "dev", "host", since) == math.inf
+    check = check_in_model(model, db, "dev", "host", rounds=2, whole_runs=4, idle=lambda: True, since=since)
+    assert not check.busy and set(_verdicts(db, model)) == {"False", "True", "None"}
+
+
 def test_a_check_without_a_quicker_record_is_not_slowed(tmp_path, monkeypatch):
     """Where the database holds no whole-model run of the model, or only slower ones, nothing
     counts as slowed: both verdicts are stored."""
