@@ -295,8 +295,8 @@ def test_a_core_busy_through_every_try_can_only_keep_the_defaults(tmp_path, monk
 
 def test_a_machine_slowed_as_a_whole_can_only_keep_the_defaults(tmp_path, monkeypatch):
     """Another tenant on the host can slow both cores alike, which the idle probe cannot see:
-    an A/B whose build without records runs SLOWED_RATIO slower than the quickest whole-model
-    run the database holds for the model was taken on a busy machine (MobileNetV2-224 at 2
+    an A/B whose build with the records runs SLOWED_RATIO slower than the quickest whole-model
+    run of the tuning run was taken on a busy machine (MobileNetV2-224 at 2
     threads, Zen 4: 3.6 ms in the model-level rounds, 5.7 in the A/B that kept records winning
     1.06x there and 1.01x on a quiet machine). It is taken again, then only the timing without
     records is stored."""
@@ -309,7 +309,7 @@ def test_a_machine_slowed_as_a_whole_can_only_keep_the_defaults(tmp_path, monkey
     check = check_in_model(model, db, "dev", "host", rounds=2, whole_runs=4, idle=lambda: True)
     assert check.busy and check.quiet_s == 1e-7 and not check.records_win
     assert set(_verdicts(db, model)) == {"False", "None"}  # the quick record and the untuned timing
-    assert "slower than its quickest recorded run (0.000 ms) through every try" in check.report()
+    assert "slower than its quickest run in this tuning run (0.000 ms) through every try" in check.report()
 
 
 def test_a_quick_record_from_before_the_run_is_not_the_quiet_speed(tmp_path, monkeypatch):
