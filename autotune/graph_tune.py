@@ -45,7 +45,7 @@ import numpy as np
 
 from autotune.database import Database
 from autotune.idle import probe, retry_while_busy
-from autotune.model_check import time_interleaved
+from autotune.interleaved import time_interleaved
 
 
 def layout_choices(target: str) -> list[int]:

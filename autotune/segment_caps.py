@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from autotune.model_check import profile_rounds
+from autotune.interleaved import profile_rounds
 
 
 def segment_of_names(g: Any) -> dict[str, int]:

@@ -57,7 +57,7 @@ def _alone(tasks: list, recs: Any, target: str, threads: int) -> dict[tuple[int,
 def _in_model(path: Path, tasks: list, records: list, target: str, threads: int, rounds: int) -> dict:
     """{(task, config, "model"): microseconds per call} from the compiled models' profiles."""
     import tensorir as tir
-    from autotune.model_check import profile_interleaved
+    from autotune.interleaved import profile_interleaved
 
     mods = [tir.compile(str(path), target, records=r) for r in records]
     for mod in mods:

@@ -19,7 +19,7 @@ of runs sees, and `benchmarks.after_pause` times the runs after a pause. Reporte
 benchmarks/results/compare.json. Ratio = tensorir / onnxruntime (below 1: tensorir faster), the
 median over rounds of the ratio within a round (paired_ratio: this VM's speed moves between
 states lasting about a second, which a ratio of overall medians mixes up); an order of the
-fns per round that gives every fn every slot as often (autotune.model_check.turn_orders).
+fns per round that gives every fn every slot as often (autotune.interleaved.turn_orders).
 Then, per model, start-up (fresh processes: library load to first output, vs onnxruntime's
 session creation and first run), code and weights size and kernel count (benchmarks/startup.py;
 --no-startup skips them). Every multi-thread row is measured between two probes of numpy's
@@ -48,7 +48,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from autotune.model_check import turn_orders
+from autotune.interleaved import turn_orders
 from benchmarks.zoo import MODELS, build, sample_inputs
 
 RESULTS = Path(__file__).parent / "results"

@@ -58,7 +58,7 @@ def _moved(a, b, rounds: int) -> list[str]:
     """The workloads whose in-model time (all their kernels) moved by more than 3%."""
     import numpy as np
 
-    from autotune.model_check import profile_interleaved
+    from autotune.interleaved import profile_interleaved
 
     pa, pb = profile_interleaved([a, b], rounds)
     keys = [k for k in pa[0] if k in pb[0]]  # a pinned model-level knob may change the kernels

@@ -16,6 +16,7 @@ import onnx.numpy_helper as onh
 import pytest
 
 import autotune.idle
+import autotune.interleaved as interleaved
 import autotune.model_check as mc
 import tensorir as tir
 from autotune.database import Database
@@ -133,17 +134,17 @@ def _turn_firsts(log, per_turn):
 
 def test_interleaved_timing_rotates_which_module_goes_first(monkeypatch):
 
-    monkeypatch.setattr(mc, "settle", lambda call: call())  # one untimed run per turn
+    monkeypatch.setattr(interleaved, "settle", lambda call: call())  # one untimed run per turn
     log = []
     mods = [_Recorder("a", log), _Recorder("b", log)]
-    costs = mc.time_interleaved(mods, runs=6, rounds=3)
+    costs = interleaved.time_interleaved(mods, runs=6, rounds=3)
     assert [len(c) for c in costs] == [4, 4]  # 3 rounds raised to whole turns of (a, b), (b, a)
     timed = log[6:]  # after 3 warm-up runs each
     per_turn = 1 + 2  # the settle run, then runs // rounds timed runs
     assert _turn_firsts(timed, per_turn) == ["a", "b", "b", "a", "a", "b", "b", "a"]
 
     log.clear()
-    rows = mc.profile_rounds(mods, rounds=2)
+    rows = interleaved.profile_rounds(mods, rounds=2)
     assert [len(r) for r in rows] == [2, 2]
     assert _turn_firsts(log[2:], 2) == ["a", "b", "b", "a"]  # after one warm-up profile each
 
@@ -200,8 +201,8 @@ class _CountingModule:
 
 def test_the_check_estimate_counts_the_runs_the_check_makes():
     fakes = [_CountingModule() for _ in range(2 * mc.COPIES)]  # two builds, their copies
-    mc.profile_rounds(fakes, rounds=4)
-    mc.time_interleaved(fakes, 5 * mc.COPIES, mc.WHOLE_ROUNDS)
+    interleaved.profile_rounds(fakes, rounds=4)
+    interleaved.time_interleaved(fakes, 5 * mc.COPIES, interleaved.WHOLE_ROUNDS)
     counted = (sum(f.runs for f in fakes), sum(f.calls for f in fakes))
     assert counted == mc.model_runs(4, 5, _CountingModule.RUN_S)
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import benchmarks.compare as cmp
-from autotune.model_check import turn_orders
+from autotune.interleaved import turn_orders
 
 
 def test_every_fn_takes_every_slot_equally_often():
