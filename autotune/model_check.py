@@ -111,11 +111,10 @@ class ModelCheck:
             f"({self.rounds} rounds in the model)"
         )
         if np.isfinite(self.plain_s) and self.busy:
-            slowed = self.tuned_s > SLOWED_RATIO * self.quiet_s
             why = (
                 f"the machine ran the tuned model {self.tuned_s / self.quiet_s:.2f}x slower than its "
                 f"quickest run in this tuning run ({self.quiet_s * 1e3:.3f} ms)"
-                if slowed
+                if slowed(self.tuned_s, self.quiet_s)
                 else "a core was busy"
             )
             lines.append(
@@ -324,7 +323,7 @@ def check_in_model(
             timed_whole, check.busy = autotune.idle.retry_while_busy(
                 lambda: time_interleaved([*copies[0], *copies[1]], runs),
                 idle or autotune.idle.probe(threads),
-                lambda timed: float(np.median(np.mean(timed[n:], axis=0))) > SLOWED_RATIO * check.quiet_s,
+                lambda timed: slowed(float(np.mean(timed[n:])), check.quiet_s),
             )
         costs = [list(np.mean(timed_whole[:n], axis=0)), list(np.mean(timed_whole[n:], axis=0))]
         check.plain_s, check.tuned_s = (float(np.mean(c)) for c in costs)  # as the records rank them
@@ -335,10 +334,16 @@ def check_in_model(
     return check
 
 
+def slowed(tuned_s: float, quiet_s: float) -> bool:
+    """Whether the whole-model A/B ran on a slowed machine: the build with the records this
+    much slower than the model's quickest run in the tuning run (SLOWED_RATIO)."""
+    return tuned_s > SLOWED_RATIO * quiet_s
+
+
 def quickest_model_s(db: Database, key: str, device: str, target: str, since: float | None = None) -> float:
     """The quickest whole-model run the database holds for the model on `device` (its
-    model-level records: the layout search's rounds, earlier checks), the machine's quiet
-    speed for it; inf where there is none. `since` (time.time()): only records timed since
+    model-level records: the layout search's rounds, the checks), the machine's quiet speed
+    for it; inf where there is none. `since` (time.time()): only records timed since
     then, on this machine (a log merged from another machine of the device key may be faster)."""
     fresh = [r for r in db.workload_records(key, device, target) if since is None or r["timestamp"] >= since]
     return min((min(r["costs"]) for r in fresh if not r.get("error") and r.get("costs")), default=math.inf)
