@@ -89,7 +89,11 @@ def default_path() -> Path:
 
 
 def best_rows(
-    conn: Any, device: str | None = None, target: str | None = None, timed_alone: bool = False
+    conn: Any,
+    device: str | None = None,
+    target: str | None = None,
+    timed_alone: bool = False,
+    checked: bool = False,
 ) -> list[dict]:
     """The best stored row per (workload_key, device) of the current schema, read through
     ``conn`` (a sqlite3 or sqlite-utils connection), optionally of one device / target.
@@ -98,7 +102,7 @@ def best_rows(
     columns = {r[1] for r in conn.execute(f"PRAGMA table_info({TABLE})")}
     has_timing = "timing" in columns
     sql, args = best_query(device, target, model_first=has_timing, timed_alone=timed_alone and has_timing)
-    return strip_rank(cursor_dicts(conn.execute(sql, args)))
+    return strip_rank(cursor_dicts(conn.execute(sql, args)), checked)
 
 
 class Database(RecordStore):

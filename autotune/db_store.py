@@ -9,12 +9,14 @@ and no dialect-only syntax: the upsert is ``INSERT ... ON CONFLICT (id) DO UPDAT
 
 Semantics (the same for every backend): one row per record id, re-measuring a configuration
 replaces its row; failed measurements are kept (``error`` set, ``mean_cost`` NULL) and never
-returned as best; a record timed inside the model outranks every record of its workload timed
-alone, whatever their costs (:data:`autotune.record_format.MODEL_FIRST`).
+returned as best; a record timed inside the model by the workload's newest in-model check
+outranks every record of its workload timed alone, whatever their costs
+(:data:`autotune.record_format.MODEL_FIRST`, ``BASELINES``); an older check's verdicts rank last.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
@@ -23,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from autotune.record_format import (
+    BASELINES,
     COLUMNS,
-    MODEL_FIRST,
     SCHEMA_VERSION,
     TABLE,
     best_query,
@@ -47,11 +49,14 @@ def cursor_dicts(cur: Any) -> list[dict]:
     return [dict(zip(names, values, strict=True)) for values in cur.fetchall()]
 
 
-def strip_rank(rows: list[dict]) -> list[dict]:
-    """Rows of :func:`autotune.record_format.best_query` without its helper columns."""
+def strip_rank(rows: list[dict], keep_checked: bool = False) -> list[dict]:
+    """Rows of :func:`autotune.record_format.best_query` without its helper columns
+    (``keep_checked``: but the timestamp of the workload's newest in-model check, _checked)."""
     for row in rows:
         row.pop("_rank", None)
         row.pop("_n", None)
+        if not keep_checked:
+            row.pop("_checked", None)
     return rows
 
 
@@ -150,14 +155,10 @@ class RecordStore(ABC):
             errs = f"SELECT id FROM {TABLE} WHERE device = ? AND error IS NOT NULL"
             keep.update(r[0] for r in self._query(errs, [device]))
         sql = (
-            f"SELECT id, workload_key FROM {TABLE} WHERE device = ? AND schema_version = ? "
-            f"AND error IS NULL AND mean_cost IS NOT NULL ORDER BY workload_key, {MODEL_FIRST}mean_cost, id"
+            f"SELECT id, workload_key, timing, config, timestamp, mean_cost FROM {TABLE} "
+            "WHERE device = ? AND schema_version = ? AND error IS NULL AND mean_cost IS NOT NULL"
         )
-        seen: dict[str, int] = {}
-        for rid, wk in self._query(sql, [device, SCHEMA_VERSION]):
-            if seen.get(wk, 0) < keep_top:
-                seen[wk] = seen.get(wk, 0) + 1
-                keep.add(rid)
+        keep.update(_best_ids(self._query(sql, [device, SCHEMA_VERSION]), keep_top))
         ids = [r[0] for r in self._query(f"SELECT id FROM {TABLE} WHERE device = ?", [device])]
         drop = [i for i in ids if i not in keep]
         with self._write():
@@ -174,19 +175,8 @@ class RecordStore(ABC):
 
     def best(self, workload_key: str, device: str) -> dict | None:
         """The lowest-mean-cost successful record of the current schema (one timed in the
-        model first), or None."""
-        cond = (
-            "workload_key = ? AND device = ? AND schema_version = ? AND error IS NULL "
-            "AND mean_cost IS NOT NULL"
-        )
-        rows = self._select(
-            self._where(cond, f"{MODEL_FIRST}mean_cost, id") + " LIMIT 1",
-            [
-                workload_key,
-                device,
-                SCHEMA_VERSION,
-            ],
-        )
+        model by the workload's newest in-model check first), or None."""
+        rows = strip_rank(self._select(*best_query(device, None, workload_key=workload_key)))
         return to_record(rows[0]) if rows else None
 
     def workload_records(self, workload_key: str, device: str, target: str | None = None) -> list[dict]:
@@ -210,11 +200,15 @@ class RecordStore(ABC):
         return self._select(self._where("device = ?"), [device])
 
     def best_rows(
-        self, device: str | None = None, target: str | None = None, timed_alone: bool = False
+        self,
+        device: str | None = None,
+        target: str | None = None,
+        timed_alone: bool = False,
+        checked: bool = False,
     ) -> list[dict]:
         """The best stored row per (workload_key, device), sorted by that pair
-        (``timed_alone``: of the records timed alone)."""
-        return strip_rank(self._select(*best_query(device, target, timed_alone=timed_alone)))
+        (``timed_alone``: of the records timed alone; ``checked``: each row with _checked)."""
+        return strip_rank(self._select(*best_query(device, target, timed_alone=timed_alone)), checked)
 
     def __len__(self) -> int:
         return int(self._query(f"SELECT COUNT(*) FROM {TABLE}")[0][0])
@@ -295,3 +289,27 @@ class RecordStore(ABC):
     def merge(self, paths: Iterable[str | os.PathLike]) -> int:
         """Import several JSON Lines files; returns the total number of records read."""
         return sum(self.import_jsonl(p) for p in paths)
+
+
+def _best_ids(rows: Iterable[Sequence], keep_top: int) -> set[str]:
+    """Ids of the ``keep_top`` best of each workload's (id, workload_key, timing, config,
+    timestamp, mean_cost) rows, ranked as readers rank them: records of the workload's newest
+    in-model check first, then those timed alone, then an older check's (BASELINES)."""
+    rows = list(rows)
+    checked: dict[str, float] = {}
+    for _, wk, timing, config, ts, _ in rows:
+        if timing == "model" and config in BASELINES:
+            checked[wk] = max(checked.get(wk, -math.inf), ts or 0.0)
+
+    def rank(row: Sequence) -> tuple:
+        rid, wk, timing, _, ts, cost = row
+        tier = 1 if timing != "model" else 0 if (ts or 0.0) >= checked.get(wk, -math.inf) else 2
+        return wk, tier, cost, rid
+
+    seen: dict[str, int] = {}
+    keep: set[str] = set()
+    for rid, wk, *_ in sorted(rows, key=rank):
+        if seen.get(wk, 0) < keep_top:
+            seen[wk] = seen.get(wk, 0) + 1
+            keep.add(rid)
+    return keep

@@ -9,8 +9,10 @@ modules taking turns round by round. Per tuned workload it stores two records ti
 model (``timing`` "model"): the tuned config and the defaults (config ``{}``), each at its
 in-model time per call. The tuned config is the workload's best record timed alone, whatever
 an earlier check chose (`_Candidates`), so a later run's better pick is checked too. In-model
-records outrank records timed alone (autotune/database.py), so `tir compile` then keeps a
-record only where it made the model faster, and uses the defaults elsewhere. Last comes the
+records outrank records timed alone (autotune/database.py), those of a workload's newest
+check only (its defaults, written first, date it: record_format.BASELINES), so `tir compile`
+then keeps a record only where it made the model faster in the newest check, and uses the
+defaults elsewhere. Last comes the
 whole-model figure: the model compiled without any records and with the checked ones, timed
 interleaved. Both go in as in-model records of the model's own key (configs
 {"kernel_records": False} and the layout config with "kernel_records": True), so where the

@@ -186,27 +186,50 @@ def load_jsonl(path: str | os.PathLike) -> list[dict]:
     return [normalize_at(obj, path, n) for n, obj in read_jsonl(path)]
 
 
+# the configs an in-model check times as its baseline, written before its other verdicts of the
+# workload: the defaults of a kernel (autotune/model_check.py), a model run without any records
+BASELINES = ("{}", '{"kernel_records":false}')
+# In-model records of a workload older than its newest baseline come from an earlier check:
+# other code, another day's machine. Its costs cannot rank against the newest check's (a
+# record of MobileNetV2-224's features.3 block timed 0.370 ms in the model two days before
+# beat the defaults' 0.372 of the newest check, and ran 1.29x slower than them there), so
+# the newest check alone speaks for the workload. _checked: that baseline's timestamp.
+CHECKED = (
+    "MAX(CASE WHEN COALESCE(timing, '') = 'model' AND config IN ({}) THEN timestamp END) "
+    "OVER (PARTITION BY workload_key, device) AS _checked"
+).format(", ".join("'" + b.replace("'", "''") + "'" for b in BASELINES))
+FRESH = " WHERE _checked IS NULL OR COALESCE(timing, '') != 'model' OR timestamp >= _checked"
 BEST_SQL = (
     "SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY workload_key, device "
     "ORDER BY {first}mean_cost, id) AS _rank, COUNT(*) OVER (PARTITION BY workload_key, device) AS _n "
-    f"FROM {TABLE} WHERE schema_version = ? AND error IS NULL AND mean_cost IS NOT NULL{{where}}) AS best "
-    "WHERE _rank = 1 ORDER BY workload_key, device"
+    "FROM (SELECT *, {checked} "
+    f"FROM {TABLE} WHERE schema_version = ? AND error IS NULL AND mean_cost IS NOT NULL{{where}}) AS checked"
+    "{fresh}) AS best WHERE _rank = 1 ORDER BY workload_key, device"
 )
 
 
 def best_query(
-    device: str | None, target: str | None, model_first: bool = True, timed_alone: bool = False
+    device: str | None,
+    target: str | None,
+    model_first: bool = True,
+    timed_alone: bool = False,
+    workload_key: str | None = None,
 ) -> tuple[str, list]:
     """(SQL, arguments) of the best row per (workload_key, device) of the current schema,
-    optionally of one device / target; its rows carry two extra columns, _rank and _n.
-    ``model_first``: records timed in the model come first (a table with a timing column);
-    ``timed_alone``: only records timed alone (the tuner's own, no in-model verdicts)."""
+    optionally of one device / target / workload; its rows carry three extra columns, _rank, _n and
+    _checked. ``model_first``: records timed in the model come first, those of the newest
+    check only (a table with a timing column; BASELINES); ``timed_alone``: only records timed
+    alone (the tuner's own, no in-model verdicts)."""
     where, args = " AND COALESCE(timing, '') != 'model'" if timed_alone else "", [SCHEMA_VERSION]
     if device is not None:
         where, args = where + " AND device = ?", [*args, device]
     if target is not None:
         where, args = where + " AND target = ?", [*args, target]
-    return BEST_SQL.format(where=where, first=MODEL_FIRST if model_first else ""), args
+    if workload_key is not None:
+        where, args = where + " AND workload_key = ?", [*args, workload_key]
+    if not model_first:  # a table from before the timing column
+        return BEST_SQL.format(where=where, first="", checked="NULL AS _checked", fresh=""), args
+    return BEST_SQL.format(where=where, first=MODEL_FIRST, checked=CHECKED, fresh=FRESH), args
 
 
 def write_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> int:

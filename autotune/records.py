@@ -12,8 +12,10 @@ file is an empty source) through one query for the best row per workload, and th
 ``<logs>/<device>.jsonl`` (or ``logs`` itself when it names a file) line by line. Error
 records, records of other devices (or other targets, when ``target`` is given) and records
 of another schema version are ignored. Across sources a record timed inside the model
-(``timing`` "model") wins over records timed alone; then the lowest ``mean_cost`` (ties:
-the smaller record id, then the database).
+(``timing`` "model") wins over records timed alone, if it comes from the workload's newest
+in-model check (not older than its newest baseline verdict, record_format.BASELINES: an
+older check's costs were taken with other code on another day); then the lowest
+``mean_cost`` (ties: the smaller record id, then the database).
 """
 
 from __future__ import annotations
@@ -27,9 +29,12 @@ from typing import Any
 
 from autotune import database
 from autotune.db_open import open_database, postgres_url
+from autotune.record_format import BASELINES
 from tensorir.errors import InputError
 
 DEFAULT_LOGS = Path("tuning_logs")
+BASELINE_CONFIGS = [json.loads(b) for b in BASELINES]  # an in-model check's first verdicts
+Hit = tuple[float, str, int, object, str]  # mean_cost, id, source rank, config, source
 
 
 def _fast_ok(obj: dict, cost: object) -> bool:
@@ -55,8 +60,11 @@ class Records:
         self.timed_alone = timed_alone  # only records timed alone (the tuner's picks, no verdicts)
         self.how = "exact"  # how `device` was chosen (for_target): exact / other threads / family
         self.wanted = device
-        # workload_key -> (alone: 0 in the model / 1 alone, mean_cost, id, source rank, config, source)
-        self._best: dict[str, tuple[int, float, str, int, object, str]] = {}
+        # workload_key -> the best record timed alone: (mean_cost, id, source rank, config, source)
+        self._alone: dict[str, Hit] = {}
+        # workload_key -> its records timed in the model: (timestamp, hit)
+        self._in_model: dict[str, list[tuple[float, Hit]]] = {}
+        self._checked: dict[str, float] = {}  # workload_key -> when its newest in-model check began
         self.sources: list[str] = []
 
     @classmethod
@@ -126,21 +134,48 @@ class Records:
     # -- loading -----------------------------------------------------------------------------
 
     def _offer(
-        self, key: str, timing: object, cost: float, rid: str, rank: int, config: object, source: str
+        self,
+        key: str,
+        timing: object,
+        cost: float,
+        rid: str,
+        rank: int,
+        config: object,
+        source: str,
+        timestamp: float = 0.0,
+        checked: float | None = None,
     ) -> None:
-        alone = int(timing != "model")
-        if self.timed_alone and not alone:
+        """Offer one record; `checked`: when its source's newest in-model check of the
+        workload began (a database's best row says), else found from the records offered."""
+        hit = (cost, rid, rank, config, source)
+        if timing != "model":
+            old = self._alone.get(key)
+            if old is None or hit[:3] < old[:3]:
+                self._alone[key] = hit
             return
-        old = self._best.get(key)
-        if old is None or (alone, cost, rid, rank) < old[:4]:
-            self._best[key] = (alone, cost, rid, rank, config, source)
+        if self.timed_alone:
+            return
+        if config in BASELINE_CONFIGS:
+            checked = max(timestamp, checked or -math.inf)
+        if checked is not None and checked > self._checked.get(key, -math.inf):
+            self._checked[key] = checked
+        self._in_model.setdefault(key, []).append((timestamp, hit))
+
+    def _hit(self, key: str) -> Hit | None:
+        """The best in-model record of the workload's newest check, else its best timed alone."""
+        since = self._checked.get(key, -math.inf)
+        fresh = [hit for ts, hit in self._in_model.get(key, ()) if ts >= since]
+        return min(fresh, key=lambda h: h[:3]) if fresh else self._alone.get(key)
 
     def load_db(self, path: str | os.PathLike) -> int:
         """Add the database's best rows (read-only; a PostgreSQL URL too). Returns how many
         workloads it had."""
         if isinstance(path, str) and postgres_url(path, "--records") is not None:
             with open_database(path, option="--records") as db:
-                rows, name = db.best_rows(self.device, self.target, self.timed_alone), str(db.path)
+                rows, name = (
+                    db.best_rows(self.device, self.target, self.timed_alone, checked=True),
+                    str(db.path),
+                )
         else:
             path = Path(path)
             if not path.exists():
@@ -148,7 +183,10 @@ class Records:
             rows, name = _sqlite_best_rows(path, self.device, self.target, self.timed_alone), str(path)
         for r in rows:
             config = json.loads(r["config"])
-            self._offer(r["workload_key"], r.get("timing"), r["mean_cost"], r["id"], 0, config, "db")
+            ts, checked = r.get("timestamp") or 0.0, r.get("_checked")
+            self._offer(
+                r["workload_key"], r.get("timing"), r["mean_cost"], r["id"], 0, config, "db", ts, checked
+            )
         self.sources.append(name)
         return len(rows)
 
@@ -177,7 +215,8 @@ class Records:
             if isinstance(config, str):
                 config = json.loads(config)
             timing = row.get("timing")
-            self._offer(row["workload_key"], timing, float(cost), row["id"], rank, config, str(path))
+            ts = float(row.get("timestamp") or 0.0)
+            self._offer(row["workload_key"], timing, float(cost), row["id"], rank, config, str(path), ts)
             n_used += 1
         self.sources.append(str(path))
         return n_used
@@ -186,27 +225,27 @@ class Records:
 
     def best(self, workload_key: str) -> dict | None:
         """The config of the lowest-cost successful record of this workload, or None."""
-        hit = self._best.get(workload_key)
-        return hit[4] if hit is not None else None  # type: ignore[return-value]
+        hit = self._hit(workload_key)
+        return hit[3] if hit is not None else None  # type: ignore[return-value]
 
     def best_cost(self, workload_key: str) -> float:
         """The mean cost (seconds) of :meth:`best`'s record; inf when there is none."""
-        hit = self._best.get(workload_key)
-        return hit[1] if hit is not None else math.inf
+        hit = self._hit(workload_key)
+        return hit[0] if hit is not None else math.inf
 
     def source_of(self, workload_key: str) -> str | None:
         """Where :meth:`best` came from: ``"db"`` or the JSON Lines file's path."""
-        hit = self._best.get(workload_key)
-        return hit[5] if hit is not None else None
+        hit = self._hit(workload_key)
+        return hit[4] if hit is not None else None
 
     def __len__(self) -> int:
-        return len(self._best)
+        return len(self.keys())
 
     def __contains__(self, workload_key: object) -> bool:
-        return workload_key in self._best
+        return workload_key in self._alone or workload_key in self._in_model
 
     def keys(self) -> list[str]:
-        return sorted(self._best)
+        return sorted(self._alone.keys() | self._in_model.keys())
 
     def __repr__(self) -> str:
         return f"Records(device={self.device!r}, target={self.target!r}, workloads={len(self)})"
@@ -221,7 +260,7 @@ def _sqlite_best_rows(path: Path, device: str, target: str | None, timed_alone: 
         has = conn.execute(
             "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", [database.TABLE]
         ).fetchone()
-        return database.best_rows(conn, device, target, timed_alone) if has else []
+        return database.best_rows(conn, device, target, timed_alone, checked=True) if has else []
     except sqlite3.DatabaseError as e:
         raise InputError(f"tuning database {str(path)!r}: {e}") from None
     finally:

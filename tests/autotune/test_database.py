@@ -225,6 +225,63 @@ def test_records_say_how_they_were_timed_and_in_model_records_win(tmp_path, back
         db.add(rec(4, wk="w", timing="hot"))
 
 
+def test_only_the_newest_in_model_check_speaks_for_a_workload(tmp_path, backend):
+    """In-model verdicts older than the workload's newest baseline (the defaults {} of a
+    kernel, {"kernel_records": False} of a model) come from an earlier check, other code and
+    another day's machine: they never outrank the newest check's, however cheap."""
+    from autotune.records import Records
+
+    path = backend.spec("t")
+    db = open_database(path)
+
+    def verdict(i, config, cost, when):
+        db.add(rec(i, wk="w", cost=cost, timing="model", config=config, timestamp=when))
+
+    db.add(rec(9, wk="w", cost=1e-3, timing="cold"))  # timed alone: never above a verdict
+    verdict(0, {}, 5e-3, 1000.0)  # check 1: config A won in the model
+    verdict(1, {"a": 1}, 3e-3, 1000.0)
+    assert db.best("w", "cpu-x86")["config"] == {"a": 1}
+    verdict(0, {}, 4e-3, 2000.0)  # check 2 re-times the defaults beside config B: they win
+    verdict(2, {"b": 2}, 4.5e-3, 2000.0)
+    assert db.best("w", "cpu-x86")["config"] == {}
+    assert [r["config"] for r in db.best_records("cpu-x86")] == [{}]
+    assert Records.open(path, False, device="cpu-x86").best("w") == {}
+    log = tmp_path / "best.jsonl"
+    db.export_jsonl(log, best_only=True)
+    assert [json.loads(x)["config"] for x in log.read_text().splitlines()] == [{}]
+    db.export_jsonl(log)  # every record: the reader ranks them alike
+    assert Records.open(False, log, device="cpu-x86").best("w") == {}
+    verdict(0, {}, 6e-3, 3000.0)  # check 3 times config A again: it wins again
+    verdict(1, {"a": 1}, 5e-3, 3000.0)
+    assert db.best("w", "cpu-x86")["config"] == {"a": 1}
+    for i, config, when in ((3, {"kernel_records": False}, 1000.0), (4, {"kernel_records": True}, 1000.0)):
+        db.add(
+            rec(
+                i, wk="model #m", cost=9e-3 if i == 4 else 1e-2, timing="model", config=config, timestamp=when
+            )
+        )
+    assert db.best("model #m", "cpu-x86")["config"] == {"kernel_records": True}
+    db.add(
+        rec(3, wk="model #m", cost=2e-2, timing="model", config={"kernel_records": False}, timestamp=2000.0)
+    )
+    assert db.best("model #m", "cpu-x86")["config"] == {"kernel_records": False}  # the records lost since
+    db.close()
+
+
+def test_prune_keeps_the_newest_in_model_check_before_an_older_one(backend):
+    """prune ranks as readers do: an older check's cheap verdict goes before the newest
+    check's records and the records timed alone."""
+    db = backend.open("pf")
+    db.add(rec(0, wk="w", cost=5e-3, timing="model", config={}, timestamp=1000.0))
+    db.add(rec(1, wk="w", cost=3e-3, timing="model", config={"a": 1}, timestamp=1000.0))
+    db.add(rec(0, wk="w", cost=4e-3, timing="model", config={}, timestamp=2000.0))
+    db.add(rec(2, wk="w", cost=1e-3, timing="cold", config={"b": 2}))
+    assert db.prune("cpu-x86", keep_top=2) == 1
+    assert sorted(str(r["config"]) for r in db.records("cpu-x86")) == ["{'b': 2}", "{}"]
+    assert db.best("w", "cpu-x86")["config"] == {}
+    db.close()
+
+
 def test_a_database_from_before_the_timing_column(tmp_path):
     """Old files are read as they are (read-only lookups) and gain the column when opened
     for writing; their records say nothing of timing, and their exported lines are unchanged."""

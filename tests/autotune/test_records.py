@@ -146,3 +146,23 @@ def test_timed_alone_reads_past_the_in_model_verdicts(tmp_path):
         assert verdicts.best(key) == {"i": 1 if source["db"] else 10}  # the verdict, at its higher cost
         assert alone.best(key) == {"i": 2 if source["db"] else 11}
         assert alone.best_cost(key) == (2.0 if source["db"] else 4.0)
+
+
+def test_the_newest_in_model_check_wins_across_sources(tmp_path):
+    """A check in the database newer than the log's (or the other way round) makes the other
+    source's in-model verdicts of that workload stale, whatever their costs."""
+    db_path, logs = tmp_path / "t.db", tmp_path / "logs" / "cpu.jsonl"
+    old = [rec("w", 0, 5.0, timing="model", config={}, timestamp=10.0)]
+    old.append(rec("w", 1, 1.0, timing="model", timestamp=10.0))  # config 1 won the old check
+    new = [rec("w", 0, 4.0, timing="model", config={}, timestamp=20.0)]
+    new.append(rec("w", 2, 4.5, timing="model", timestamp=20.0))  # config 2 lost the new one
+    for in_db, in_log in ((old, new), (new, old)):
+        db_path.unlink(missing_ok=True)
+        with Database(db_path) as db:
+            db.add_many(in_db)
+        write_log(logs, in_log)
+        recs = Records.open(db_path, logs, device="cpu")
+        assert (recs.best("w"), recs.best_cost("w")) == ({}, 4.0)
+        assert recs.keys() == ["w"] and "w" in recs and len(recs) == 1
+    write_log(logs, [*old, rec("w", 3, 0.5)])  # no newer check: the old one still speaks
+    assert Records.open(False, logs, device="cpu").best("w") == {"i": 1}
