@@ -5,13 +5,35 @@ from __future__ import annotations
 import collections
 import itertools
 import os
-import time
 
 import numpy as np
 import pytest
 
 import benchmarks.compare as cmp
 from autotune.interleaved import turn_orders
+
+
+class FakeClock:
+    """compare.py's clock in these tests: a sleep moves it on exactly, each reading moves it a
+    microsecond (so a wait loop always ends). Real sleeps overshoot on a loaded machine (CI's
+    two cores under pytest -n 2) by more than CANARY_SLACK, which made rounds look busy."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        self.now += 1e-6
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += max(0.0, seconds)
+
+
+@pytest.fixture(autouse=True)
+def fake_clock(monkeypatch) -> FakeClock:
+    clock = FakeClock()
+    monkeypatch.setattr(cmp, "time", clock)
+    return clock
 
 
 def test_every_fn_takes_every_slot_equally_often():
@@ -135,7 +157,7 @@ def _sleeper(seconds_per_call: list[float]):
 
     def call() -> None:
         last[0] = next(it, last[0])
-        time.sleep(last[0])
+        cmp.time.sleep(last[0])
 
     return call
 
@@ -148,7 +170,7 @@ def test_rounds_where_the_canary_ran_slow_are_dropped(monkeypatch):
     monkeypatch.setattr(cmp, "WARM_S", 0.0)
     calls = 1 + cmp.BLOCK  # per round: one untimed call, then the timed block
     canary = _sleeper([0.002] * calls + [0.006] * calls + [0.002] * calls * 2)  # round 2 of 4 slow
-    fn = lambda: time.sleep(0.001)  # noqa: E731
+    fn = lambda: cmp.time.sleep(0.001)  # noqa: E731
     blocks, scaling, dropped, *_ = cmp.blocks_on_idle_cores(
         [fn], 4 * cmp.BLOCK, 0, threads=2, retries=2, probe=_probes(1.9, 1.9), canary=canary, distance=_near
     )
@@ -181,10 +203,10 @@ def test_rounds_with_the_cores_far_apart_are_marked_and_reported(monkeypatch):
         return next(trips)
 
     def ours() -> None:
-        time.sleep(row[0][0] * 1e-3)
+        cmp.time.sleep(row[0][0] * 1e-3)
 
     def ort() -> None:
-        time.sleep(row[0][1] * 1e-3)
+        cmp.time.sleep(row[0][1] * 1e-3)
 
     got = cmp.blocks_on_idle_cores(
         [ours, ort], 4 * cmp.BLOCK, 0, threads=2, retries=0, probe=_probes(1.9, 1.9),
@@ -236,7 +258,7 @@ def test_a_canary_slow_for_a_whole_row_is_caught_by_an_earlier_rows_pace(monkeyp
     monkeypatch.setattr(cmp, "PAUSE_S", 0.0)
     monkeypatch.setattr(cmp, "WARM_S", 0.0)
     pace = [0.002]
-    canary = lambda: time.sleep(pace[0])  # noqa: E731
+    canary = lambda: cmp.time.sleep(pace[0])  # noqa: E731
     fn = lambda: None  # noqa: E731
     got = cmp.blocks_on_idle_cores(
         [fn], 4 * cmp.BLOCK, 0, threads=2, retries=0, probe=_probes(1.9, 1.9), canary=canary,
