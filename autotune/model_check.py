@@ -258,7 +258,7 @@ def _records(model: Any, db: Database, device: str, input_shapes: Any) -> _Candi
 
     mkey = model_key(model_bytes(model), input_shapes)
     alone = Records.open(db.path, False, device=device, timed_alone=True)
-    return _Candidates(_NoVerdict(Records.open(db.path, False, device=device), mkey), alone)
+    return _Candidates(_NoVerdict(Records.open(db.path, False, device=device), mkey, alone), alone)
 
 
 def check_in_model(
@@ -315,7 +315,7 @@ def check_in_model(
         checks.append(WorkloadCheck(key, _label(kernel), count, default_s, tuned_s, records.best_cost(key)))
     check = ModelCheck(checks, rounds=rounds, whole_runs=whole_runs)
     if whole_runs:
-        checked = _NoVerdict(Records.open(db.path, False, device=device), mkey)
+        checked = _NoVerdict(Records.open(db.path, False, device=device), mkey, records.alone)
         mods = [_compile(model, target, input_shapes, r, threads) for r in (None, checked)]
         check.quiet_s = min(
             quickest_model_s(db, mkey, device, target, since), probe.timing.run_s if probe else math.inf
@@ -369,17 +369,19 @@ class _Candidates:
 
 
 class _NoVerdict:
-    """Records as a compile reads them, but for the model's own key without an earlier run's
-    whole-model verdict ("kernel_records"): the check times the records themselves."""
+    """Records as a compile reads them, but for the model's own key the model-level search's
+    best config (layout block, merge plan) without any whole-model verdict ("kernel_records"):
+    the check times the records themselves. An earlier check's verdict outranks the search's
+    records in `records` and a {"kernel_records": False} one holds no layout config, so the
+    search's pick comes from `alone` (records timed alone: the search's, no verdicts); reading
+    it from the verdict had a second check of MobileNetV2-224 time the rules' build where
+    the kernels were tuned for the search's whole-block merge."""
 
-    def __init__(self, records: Any, mkey: str) -> None:
-        self.records, self.mkey = records, mkey
+    def __init__(self, records: Any, mkey: str, alone: Any) -> None:
+        self.records, self.mkey, self.alone = records, mkey, alone
 
     def best(self, key: str) -> dict | None:
-        cfg = self.records.best(key)
-        if key == self.mkey and cfg is not None:
-            cfg = {k: v for k, v in cfg.items() if k != "kernel_records"} or None
-        return cfg
+        return (self.alone if key == self.mkey else self.records).best(key)
 
     def best_cost(self, key: str) -> float:
         return self.records.best_cost(key)

@@ -216,12 +216,16 @@ def model_choices(
     """The model-level knobs (autotune/graph_tune.py): an argument, else the model's best
     record, else None (the defaults). A record from before the fuse_dwpw knob was measured
     without the merge, so it says False; one from before "block" (the expand merged too)
-    says True or False, as it was measured."""
+    says True or False, as it was measured. A whole-model verdict ("kernel_records") holds
+    the layout config its build was timed with; where it holds none, that build took the
+    rules' (None), and so does this one."""
     cfg = lookup_config(records, key)
     if cfg is None:
         return layout_block, fuse_dwpw
     block = layout_block or cfg.get("layout_block")
-    return block, fuse_dwpw if fuse_dwpw is not None else merge_choice(cfg.get("fuse_dwpw"))
+    if fuse_dwpw is None and ("fuse_dwpw" in cfg or "kernel_records" not in cfg):
+        fuse_dwpw = merge_choice(cfg.get("fuse_dwpw"))
+    return block, fuse_dwpw
 
 
 def merge_choice(value: Any) -> bool | str:

@@ -79,7 +79,18 @@ def test_depthwise_merge_is_a_model_level_choice(tmp_path):
     merged_off = tir.compile(str(path), records={key: {"layout_block": lanes, "fuse_dwpw": False}})
     legacy = tir.compile(str(path), records={key: {"layout_block": lanes}})  # measured unmerged
     assert _merged(merged_on) > 0 and _merged(merged_off) == 0 and _merged(legacy) == 0
-    assert _merged(tir.compile(str(path))) > 0  # no record: the default (on)
+    rules = tir.compile(str(path))
+    assert _merged(rules) > 0  # no record: the default (on)
+    # a whole-model verdict with no layout config was timed with the rules' build: so is this
+    verdict = tir.compile(str(path), records={key: {"kernel_records": True}})
+    assert (
+        _merged(verdict) == _merged(rules)
+        and verdict.manifest["layout_block"] == rules.manifest["layout_block"]
+    )
+    off = tir.compile(
+        str(path), records={key: {"kernel_records": True, "layout_block": lanes, "fuse_dwpw": False}}
+    )
+    assert _merged(off) == 0
 
 
 def test_a_new_round_replaces_the_models_old_records(tmp_path):

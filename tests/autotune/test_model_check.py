@@ -96,6 +96,26 @@ def test_records_that_made_the_whole_model_slower_are_not_used(tmp_path):
         assert ("tuning_records_ignored" in mod.manifest) is not verdict
 
 
+def test_the_check_times_the_searchs_layout_config_whatever_an_earlier_verdict_says(tmp_path):
+    """A {"kernel_records": False} verdict holds no layout config and outranks the model-level
+    search's records; the next check still builds its tuned side with the search's pick (the
+    graph its kernels were tuned on), and so stores it in its own verdict."""
+    model = _conv_model(tmp_path / "conv.onnx")
+    mkey = model_key(model_bytes(model))
+    db = Database(tmp_path / "t.db")
+    layout = {"layout_block": 8, "fuse_dwpw": True}
+    for config, cost, timing, when in (
+        (layout, 1e-3, None, 1000.0),
+        ({"layout_block": 16, "fuse_dwpw": True}, 2e-3, None, 1000.0),
+        ({"kernel_records": False}, 1e-3, "model", 2000.0),  # an earlier check's verdict
+    ):
+        row = {"workload_key": mkey, "device": "dev", "target": "host", "config": config, "costs": [cost]}
+        db.add({**row, "timing": timing, "timestamp": when})
+    assert Records.open(db.path, False, device="dev").best(mkey) == {"kernel_records": False}
+    records = mc._records(model, db, "dev", None)
+    assert records.best(mkey) == layout and mc._layout(records) == {mkey: layout}
+
+
 def test_the_profile_times_kernels_in_model_order(tmp_path):
     """Each pass calls every kernel once, in order: the rows come back in manifest order,
     one per kernel, and the model still computes the right thing afterwards."""
