@@ -99,22 +99,49 @@ def _is_anchor_kernel(g, nid: int) -> bool:
     return _anchor(g, nid)[0] in ANCHORS
 
 
-def _signature(g, nid: int) -> tuple:
+def _anchor_steps(g, nid: int) -> list[tuple[str, dict[str, Any], list, Any]]:
+    """(op, attrs, input types, output type) of every conv / dense / matmul a kernel computes:
+    the node itself, or each such step of its fused body (a merged MobileNet block has three)."""
+    from tensorir.ops.registry import get_op
+
+    node = g.node(nid)
+    ins = [g.type_of(v) for v in g.inputs_of(nid)]
+    body = node.attr.get("body") if node.op == "fused" else None
+    if body is None:
+        return [(node.op, dict(node.attr), ins, node.outputs[0])] if node.op in ANCHORS else []
+    values, steps = list(ins), []
+    for step in body.steps:
+        xs = [values[a] for a in step.args]
+        (y,) = get_op(step.op).infer(xs, dict(step.attrs))
+        values.append(y)
+        if step.op in ANCHORS:
+            steps.append((step.op, dict(step.attrs), xs, y))
+    return steps
+
+
+def _signature(op: str, attr: dict[str, Any], ins: list, out: Any) -> tuple:
     """What identifies an anchor across layouts: op family, kernel, stride, group, in/out sizes."""
-    op, attr, ins, _ = _anchor(g, nid)
     family = "conv" if op in ("conv", "conv2d_nchwc") else op
     x, w = [*ins, None, None][:2]
-    sizes = (math.prod(x.shape) if x is not None else 0, math.prod(g.node(nid).outputs[0].shape))
+    sizes = (math.prod(x.shape) if x is not None else 0, math.prod(out.shape))
     if family != "conv" or w is None:
         return (family, *sizes)
     stride = tuple(attr.get("strides") or (1, 1))
     return (family, w.shape[2], w.shape[3], stride, int(attr.get("group", 1)), *sizes)
 
 
-def anchor_names(model, g, nodes: list[int]) -> dict[int, str]:
-    """{kernel node: ONNX name of its conv / dense / matmul}: the layout pass drops names, so
-    take them from the model optimized without layout / fusion, matching anchors by
-    `_signature` (in order among equal signatures)."""
+def joined_name(names: list[str]) -> str:
+    """One name for the anchors of a merged kernel: the first whole, the others without the
+    first's dotted prefix where they share it (features.2.expand+dw+project)."""
+    prefix = names[0].rsplit(".", 1)[0] + "." if "." in names[0] else None
+    rest = [n.removeprefix(prefix) if prefix and n.startswith(prefix) else n for n in names[1:]]
+    return "+".join([names[0], *rest])
+
+
+def anchor_members(model, g, nodes: list[int]) -> dict[int, list[str]]:
+    """{kernel node: ONNX names of the convs / dense / matmuls it computes}: the layout pass
+    drops names, so take them from the model optimized without layout / fusion, matching
+    anchors by `_signature` (in order among equal signatures; "?": no match)."""
     from tensorir.frontend.onnx import from_onnx
     from tensorir.pipeline import optimize
 
@@ -122,12 +149,12 @@ def anchor_names(model, g, nodes: list[int]) -> dict[int, str]:
     queues: dict[tuple, list[str]] = {}
     for n in plain.op_nodes():
         if plain.node(n).op in ANCHORS:
-            queues.setdefault(_signature(plain, n), []).append(plain.node(n).name or "-")
+            sig = _signature(*_anchor_steps(plain, n)[0])
+            queues.setdefault(sig, []).append(plain.node(n).name or "-")
     out = {}
     for nid in nodes:
         if _is_anchor_kernel(g, nid):
-            q = queues.get(_signature(g, nid))
-            out[nid] = q.pop(0) if q else "?"
+            out[nid] = [(queues.get(_signature(*step)) or ["?"]).pop(0) for step in _anchor_steps(g, nid)]
     return out
 
 
@@ -140,7 +167,7 @@ def forced_records(model, algorithm: str) -> dict[str, dict]:
 
 
 def compile_layers(name: str, algorithm: str | None = None):
-    """(model, build, Module, op nodes, anchor names) of a zoo name, a wild model's name
+    """(model, build, Module, op nodes, anchor_members) of a zoo name, a wild model's name
     (benchmarks/wild.py, its input at the shape listed there) or an .onnx file."""
     from benchmarks.wild import WILD, static_model
     from tensorir.pipeline import compile_model
@@ -161,17 +188,19 @@ def compile_layers(name: str, algorithm: str | None = None):
     b = compile_model(model, records=records)
     mod = Module(b.write(tempfile.mkdtemp(prefix="tir-layers-")))
     nodes = list(b.graph.op_nodes())
-    return model, b, mod, nodes, anchor_names(model, b.graph, nodes)
+    return model, b, mod, nodes, anchor_members(model, b.graph, nodes)
 
 
 def profile_layers(name: str, threads: int, repeat: int, algorithm: str | None = None) -> list[dict]:
-    model, b, mod, nodes, names = compile_layers(name, algorithm)
+    model, b, mod, nodes, members = compile_layers(name, algorithm)
     mod.set_num_threads(threads)
     prof = mod.profile(sample_inputs(model), repeat=repeat)
-    return layer_rows(b, mod, nodes, names, prof, threads)
+    return layer_rows(b, mod, nodes, members, prof, threads)
 
 
-def layer_rows(b, mod, nodes: list[int], names: dict[int, str], prof: list[dict], threads: int) -> list[dict]:
+def layer_rows(
+    b, mod, nodes: list[int], members: dict[int, list[str]], prof: list[dict], threads: int
+) -> list[dict]:
     from tensorir.graph.flops import node_flops
 
     total = sum(r["seconds"] for r in prof)
@@ -185,7 +214,8 @@ def layer_rows(b, mod, nodes: list[int], names: dict[int, str], prof: list[dict]
         rows.append(
             {
                 "symbol": r["symbol"],
-                "node": names.get(nid, b.graph.node(nid).name),
+                "node": joined_name(members[nid]) if nid in members else b.graph.node(nid).name,
+                "members": members.get(nid, []),
                 "op": r["op"],
                 "anchor": _is_anchor_kernel(b.graph, nid),
                 "kind": _algorithm(b.graph, nid),
@@ -211,7 +241,7 @@ def profile_scaling(name: str, threads: int, repeat: int, rounds: int = 3) -> li
     `rounds` rounds (one build, so only the thread count differs); per kernel the median ms
     of each (`ms_1`, `ms_n`), the speed-up and `lost_ms`: what it takes beyond a perfect
     speed-up (ms_n - ms_1 / threads). Sorted by lost_ms, largest first."""
-    model, b, mod, nodes, names = compile_layers(name)
+    model, b, mod, nodes, members = compile_layers(name)
     feeds = sample_inputs(model)
     times: dict[int, list[list[float]]] = {1: [], threads: []}
     # untimed rounds first: the first one or two at `threads` threads after compiling in this
@@ -226,7 +256,7 @@ def profile_scaling(name: str, threads: int, repeat: int, rounds: int = 3) -> li
             mod.set_num_threads(n)
             prof = mod.profile(feeds, repeat=repeat)
             times[n].append([r["seconds"] * 1e3 for r in prof])
-    rows = layer_rows(b, mod, nodes, names, prof, threads)  # the last round's, at `threads`
+    rows = layer_rows(b, mod, nodes, members, prof, threads)  # the last round's, at `threads`
     return scaling_rows(rows, np.median(times[1], axis=0), np.median(times[threads], axis=0), threads)
 
 

@@ -10,7 +10,9 @@ median over --runs runs. onnxruntime fuses too and names a fused node after its 
 (`layer4.0.relu2_nchwc`: a Conv with its BatchNorm and Relu, in its NCHWc layout), so both sides
 are summed per anchor: the ONNX Conv / Gemm / MatMul that a node's first input leads back to
 through single-input ops (BatchNorm, Relu, Add's first input, MaxPool, ...). What leads back to
-none (a reshape before the first conv, a reorder) stays under its own name. Rows sorted by
+none (a reshape before the first conv, a reorder) stays under its own name. A tensorir kernel
+that computes several anchors (a merged depthwise + 1x1 block: `features.2.expand+dw+project`)
+is one row, with every onnxruntime node that leads back to any of them. Rows sorted by
 tensorir - 0.8 x onnxruntime, largest first: the layers furthest from issue 16's goal.
 
 onnxruntime's profiler costs it some microseconds a node; the footer compares its profiled sum
@@ -100,12 +102,16 @@ def join(model: onnx.ModelProto, tir_rows: list[dict], ort_ms: dict[str, float])
     by_tensor = tensor_anchors(model)
     ours: dict[str, float] = defaultdict(float)
     theirs: dict[str, float] = defaultdict(float)
+    # anchor -> the row of the kernel that computes it with others (a merged block)
+    merged = {m: r["node"] for r in tir_rows for m in r.get("members", ()) if m not in ("?", "-")}
     for r in tir_rows:  # a kernel without an anchor (a pool) is named by its own node
         name = r["node"] or r["symbol"]
-        ours[anchors.get(name) or name] += r["ms"]
+        anchor = anchors.get(name) or name
+        ours[merged.get(anchor, anchor)] += r["ms"]
     for name, ms in ort_ms.items():
         base = ort_base_name(name)
-        theirs[anchors.get(base) or by_tensor.get(base) or base] += ms
+        anchor = anchors.get(base) or by_tensor.get(base) or base
+        theirs[merged.get(anchor, anchor)] += ms
     rows = [
         {"node": k, "tir_ms": ours.get(k, 0.0), "ort_ms": theirs.get(k, 0.0)} for k in set(ours) | set(theirs)
     ]

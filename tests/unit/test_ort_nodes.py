@@ -94,3 +94,33 @@ def test_onnxruntime_profile_names_every_node():
         base = ort_base_name(name)
         assert base in anchors or base.startswith("Reorder"), name
     assert {anchors[ort_base_name(n)] for n in per_node if ort_base_name(n) in anchors} == {"c1", "c2", "fc"}
+
+
+def test_a_merged_kernel_takes_the_onnxruntime_nodes_of_all_its_anchors():
+    """A kernel that computes c1 and c2 (a merged depthwise + 1x1 block) is one row, beside
+    the onnxruntime nodes that lead back to either."""
+    tir = [
+        {"node": "c1+c2", "members": ["c1", "c2"], "symbol": "tir_k1_fused", "ms": 1.0},
+        {"node": "mp", "symbol": "tir_k2_max_pool", "ms": 0.25},  # leads back to c1: the same row
+        {"node": "fc", "members": ["fc"], "symbol": "tir_k3_fused", "ms": 0.5},
+    ]
+    ort_ms = {"r1_nchwc": 0.75, "r2_nchwc": 1.0, "y_nchwc": 0.125}
+    rows = {r["node"]: r for r in join(_block(), tir, ort_ms)}
+    assert set(rows) == {"c1+c2", "fc"}
+    assert rows["c1+c2"]["tir_ms"] == 1.25 and rows["c1+c2"]["ort_ms"] == 1.75
+    assert rows["fc"]["ort_ms"] == 0.125
+
+
+def test_the_anchors_of_a_merged_mobilenet_block_are_named():
+    """benchmarks.layers names each conv of a merged kernel after its ONNX node."""
+    from benchmarks.layers import anchor_members, compile_layers, joined_name
+
+    model, build, _, nodes, members = compile_layers("mobilenet_v2_96")
+    assert ["features.1.dw", "features.1.project"] in members.values()
+    assert all(m != "?" for names in members.values() for m in names)
+    assert anchor_members(model, build.graph, nodes) == members
+    assert (
+        joined_name(["features.2.expand", "features.2.dw", "features.2.project"])
+        == "features.2.expand+dw+project"
+    )
+    assert joined_name(["a", "b"]) == "a+b"
