@@ -42,6 +42,7 @@ import numpy as np
 
 from benchmarks.peak import load_peak
 from benchmarks.zoo import build, sample_inputs
+from tensorir.graph.graph import Value
 
 RESULTS = Path(__file__).parent / "results"
 ANCHORS = ("conv2d_nchwc", "conv", "dense", "matmul", "gemm")
@@ -138,6 +139,14 @@ def joined_name(names: list[str]) -> str:
     return "+".join([names[0], *rest])
 
 
+def _plain_name(g, nid: int) -> str:
+    """A node's ONNX name; an unnamed one made by a rewrite (a Gemm's dense, whose bias add
+    took the Gemm's name) takes its only consumer's; "-" where that has none either."""
+    name = g.node(nid).name
+    users = g.consumers(Value(nid, 0)) if not name else []
+    return name or (g.node(users[0][0]).name if len(users) == 1 else "") or "-"
+
+
 def anchor_members(model, g, nodes: list[int]) -> dict[int, list[str]]:
     """{kernel node: ONNX names of the convs / dense / matmuls it computes}: the layout pass
     drops names, so take them from the model optimized without layout / fusion, matching
@@ -150,7 +159,7 @@ def anchor_members(model, g, nodes: list[int]) -> dict[int, list[str]]:
     for n in plain.op_nodes():
         if plain.node(n).op in ANCHORS:
             sig = _signature(*_anchor_steps(plain, n)[0])
-            queues.setdefault(sig, []).append(plain.node(n).name or "-")
+            queues.setdefault(sig, []).append(_plain_name(plain, n))
     out = {}
     for nid in nodes:
         if _is_anchor_kernel(g, nid):

@@ -117,6 +117,7 @@ def test_the_anchors_of_a_merged_mobilenet_block_are_named():
 
     model, build, _, nodes, members = compile_layers("mobilenet_v2_96")
     assert ["features.1.dw", "features.1.project"] in members.values()
+    assert ["classifier.1"] in members.values()  # the Gemm's dense, named after its bias add
     assert all(m != "?" for names in members.values() for m in names)
     assert anchor_members(model, build.graph, nodes) == members
     assert (
