@@ -39,7 +39,7 @@ import sqlite_utils
 from autotune.db_store import RecordStore, cursor_dicts, strip_rank
 from autotune.record_format import (  # re-exported: the record format's historical home
     COLUMNS,
-    MODEL_FIRST,
+    NEWEST_CHECK_FIRST,
     SCHEMA_VERSION,
     TABLE,
     TIMINGS,
@@ -59,7 +59,7 @@ from autotune.record_format import (  # re-exported: the record format's histori
 
 __all__ = [
     "COLUMNS",
-    "MODEL_FIRST",
+    "NEWEST_CHECK_FIRST",
     "SCHEMA_VERSION",
     "TABLE",
     "TIMINGS",

@@ -11,12 +11,11 @@ Semantics (the same for every backend): one row per record id, re-measuring a co
 replaces its row; failed measurements are kept (``error`` set, ``mean_cost`` NULL) and never
 returned as best; a record timed inside the model by the workload's newest in-model check
 outranks every record of its workload timed alone, whatever their costs
-(:data:`autotune.record_format.MODEL_FIRST`, ``BASELINES``); an older check's verdicts rank last.
+(:data:`autotune.record_format.NEWEST_CHECK_FIRST`); an older check's verdicts rank last.
 """
 
 from __future__ import annotations
 
-import math
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
@@ -25,8 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from autotune.record_format import (
-    BASELINES,
+    CHECKED,
     COLUMNS,
+    NEWEST_CHECK_FIRST,
     SCHEMA_VERSION,
     TABLE,
     best_query,
@@ -54,7 +54,6 @@ def strip_rank(rows: list[dict], keep_checked: bool = False) -> list[dict]:
     (``keep_checked``: but the timestamp of the workload's newest in-model check, _checked)."""
     for row in rows:
         row.pop("_rank", None)
-        row.pop("_n", None)
         if not keep_checked:
             row.pop("_checked", None)
     return rows
@@ -155,10 +154,15 @@ class RecordStore(ABC):
             errs = f"SELECT id FROM {TABLE} WHERE device = ? AND error IS NOT NULL"
             keep.update(r[0] for r in self._query(errs, [device]))
         sql = (
-            f"SELECT id, workload_key, timing, config, timestamp, mean_cost FROM {TABLE} "
-            "WHERE device = ? AND schema_version = ? AND error IS NULL AND mean_cost IS NOT NULL"
+            f"SELECT id, workload_key FROM (SELECT *, {CHECKED} FROM {TABLE} WHERE device = ? "
+            "AND schema_version = ? AND error IS NULL AND mean_cost IS NOT NULL) AS checked "
+            f"ORDER BY workload_key, {NEWEST_CHECK_FIRST}mean_cost, id"
         )
-        keep.update(_best_ids(self._query(sql, [device, SCHEMA_VERSION]), keep_top))
+        seen: dict[str, int] = {}
+        for rid, wk in self._query(sql, [device, SCHEMA_VERSION]):
+            if seen.get(wk, 0) < keep_top:
+                seen[wk] = seen.get(wk, 0) + 1
+                keep.add(rid)
         ids = [r[0] for r in self._query(f"SELECT id FROM {TABLE} WHERE device = ?", [device])]
         drop = [i for i in ids if i not in keep]
         with self._write():
@@ -289,27 +293,3 @@ class RecordStore(ABC):
     def merge(self, paths: Iterable[str | os.PathLike]) -> int:
         """Import several JSON Lines files; returns the total number of records read."""
         return sum(self.import_jsonl(p) for p in paths)
-
-
-def _best_ids(rows: Iterable[Sequence], keep_top: int) -> set[str]:
-    """Ids of the ``keep_top`` best of each workload's (id, workload_key, timing, config,
-    timestamp, mean_cost) rows, ranked as readers rank them: records of the workload's newest
-    in-model check first, then those timed alone, then an older check's (BASELINES)."""
-    rows = list(rows)
-    checked: dict[str, float] = {}
-    for _, wk, timing, config, ts, _ in rows:
-        if timing == "model" and config in BASELINES:
-            checked[wk] = max(checked.get(wk, -math.inf), ts or 0.0)
-
-    def rank(row: Sequence) -> tuple:
-        rid, wk, timing, _, ts, cost = row
-        tier = 1 if timing != "model" else 0 if (ts or 0.0) >= checked.get(wk, -math.inf) else 2
-        return wk, tier, cost, rid
-
-    seen: dict[str, int] = {}
-    keep: set[str] = set()
-    for rid, wk, *_ in sorted(rows, key=rank):
-        if seen.get(wk, 0) < keep_top:
-            seen[wk] = seen.get(wk, 0) + 1
-            keep.add(rid)
-    return keep

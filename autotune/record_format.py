@@ -49,8 +49,6 @@ COLUMNS: dict[str, type] = {
 # "warm": the kernel alone, called back to back; "cold": alone, caches flushed before each
 # timed call (what a model's kernels meet: weights come from memory); "model": in the model
 TIMINGS = ("warm", "cold", "model")
-# ORDER BY prefix: in-model records win (the same text for SQLite and PostgreSQL)
-MODEL_FIRST = "(COALESCE(timing, '') = 'model') DESC, "
 
 
 class RecordFormatError(InputError, ValueError):
@@ -198,13 +196,17 @@ CHECKED = (
     "MAX(CASE WHEN COALESCE(timing, '') = 'model' AND config IN ({}) THEN timestamp END) "
     "OVER (PARTITION BY workload_key, device) AS _checked"
 ).format(", ".join("'" + b.replace("'", "''") + "'" for b in BASELINES))
-FRESH = " WHERE _checked IS NULL OR COALESCE(timing, '') != 'model' OR timestamp >= _checked"
+# ORDER BY prefix over rows carrying _checked (the same text for SQLite and PostgreSQL): the
+# newest check's in-model records, then the records timed alone, then an older check's
+NEWEST_CHECK_FIRST = (
+    "CASE WHEN COALESCE(timing, '') != 'model' THEN 1 "
+    "WHEN _checked IS NULL OR timestamp >= _checked THEN 0 ELSE 2 END, "
+)
 BEST_SQL = (
     "SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY workload_key, device "
-    "ORDER BY {first}mean_cost, id) AS _rank, COUNT(*) OVER (PARTITION BY workload_key, device) AS _n "
-    "FROM (SELECT *, {checked} "
+    "ORDER BY {first}mean_cost, id) AS _rank FROM (SELECT *, {checked} "
     f"FROM {TABLE} WHERE schema_version = ? AND error IS NULL AND mean_cost IS NOT NULL{{where}}) AS checked"
-    "{fresh}) AS best WHERE _rank = 1 ORDER BY workload_key, device"
+    ") AS best WHERE _rank = 1 ORDER BY workload_key, device"
 )
 
 
@@ -216,10 +218,10 @@ def best_query(
     workload_key: str | None = None,
 ) -> tuple[str, list]:
     """(SQL, arguments) of the best row per (workload_key, device) of the current schema,
-    optionally of one device / target / workload; its rows carry three extra columns, _rank, _n and
-    _checked. ``model_first``: records timed in the model come first, those of the newest
-    check only (a table with a timing column; BASELINES); ``timed_alone``: only records timed
-    alone (the tuner's own, no in-model verdicts)."""
+    optionally of one device / target / workload; its rows carry two extra columns, _rank and
+    _checked. ``model_first``: records timed in the model by the workload's newest check come
+    first (NEWEST_CHECK_FIRST; a table with a timing column); ``timed_alone``: only records
+    timed alone (the tuner's own, no in-model verdicts)."""
     where, args = " AND COALESCE(timing, '') != 'model'" if timed_alone else "", [SCHEMA_VERSION]
     if device is not None:
         where, args = where + " AND device = ?", [*args, device]
@@ -228,8 +230,8 @@ def best_query(
     if workload_key is not None:
         where, args = where + " AND workload_key = ?", [*args, workload_key]
     if not model_first:  # a table from before the timing column
-        return BEST_SQL.format(where=where, first="", checked="NULL AS _checked", fresh=""), args
-    return BEST_SQL.format(where=where, first=MODEL_FIRST, checked=CHECKED, fresh=FRESH), args
+        return BEST_SQL.format(where=where, first="", checked="NULL AS _checked"), args
+    return BEST_SQL.format(where=where, first=NEWEST_CHECK_FIRST, checked=CHECKED), args
 
 
 def write_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> int:
