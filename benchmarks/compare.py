@@ -26,10 +26,12 @@ session creation and first run), code and weights size and kernel count (benchma
 sgemm scaling and taken again (--retries) while they find the second core busy; the lower
 probe stands beside the row (`blocks_on_idle_cores`). A canary (an FMA loop over the threads)
 runs in every round of such a row too, and the rounds where it ran slow, a core being busy
-then, are dropped; the row says how many. Before every round of such a row a cache line's
-round trip between the two cores is timed (benchmarks/core_distance.py): the rounds where
-they shared no cache (this VM's vCPUs on cores without a shared L3) are kept, counted and given their
-own ratio beside the row, and a row far apart in most of its rounds is taken again.
+then, are dropped; the row says how many. Before every round of such a row the two cores are
+checked for being apart (benchmarks/core_distance.py: a cache line's round trip, and a data
+hand-over through the thread pool): the rounds where they were (this VM's vCPUs on cores without
+a shared L3, or in a state where data one core wrote reaches the other slowly) are kept,
+counted and given their own ratio beside the row, and a row apart in most of its rounds is
+taken again.
 """
 
 from __future__ import annotations
@@ -149,12 +151,12 @@ class IdleBlocks(NamedTuple):
     blocks: np.ndarray  # the rounds kept: (rounds, fns)
     scaling: float | None  # the lower sgemm scaling of the two probes (None at one thread)
     dropped: int  # rounds dropped for a slow canary
-    far: np.ndarray  # per round kept: the two cores shared no cache (core_distance)
+    far: np.ndarray  # per round kept: the two cores were apart (core_distance.cores_apart)
     busy: bool = False  # after the retries: a probe or most rounds' canary found a core busy
 
 
 def blocks_on_idle_cores(
-    fns: list, runs: int, warmup: int, threads: int, retries: int, probe=None, canary=None, distance=None
+    fns: list, runs: int, warmup: int, threads: int, retries: int, probe=None, canary=None, apart=None
 ) -> IdleBlocks:
     """interleaved_blocks of `fns`; at more than one thread, with numpy's sgemm scaling
     probed just before and just after (`probe`, default sgemm_scaling), and the whole
@@ -173,30 +175,32 @@ def blocks_on_idle_cores(
     (MobileNetV1 at 2 threads 4.74 ms, onnxruntime 4.99, against 2.62 / 2.81 minutes later,
     sgemm 1.94x before and after, no round dropped against the row's own fastest).
 
-    Before each round `distance()` (default core_distance.round_trip_ns) times a cache line's
-    round trip between the first two cores: `far` marks the rounds where they shared no cache
-    (the hypervisor had put the vCPUs on cores without a shared L3; neither probe nor canary sees it).
+    Before each round `apart()` (default core_distance.cores_apart: a cache line's round trip
+    and a data hand-over between the first two cores) says whether the cores were apart:
+    `far` marks those rounds (the hypervisor had put the vCPUs on cores without a shared L3,
+    or data one core wrote reached the other slowly; neither probe nor canary sees it).
     Those rounds are kept: both runtimes met the same placement, and the row reports them;
-    but a row whose cores were far apart in more than half its rounds is taken again too
+    but a row whose cores were apart in more than half its rounds is taken again too
     (within `retries`), as a busy one is: the placement lasts seconds to minutes."""
     if threads == 1:
         blocks = interleaved_blocks(fns, runs, warmup)
         return IdleBlocks(blocks, None, 0, np.zeros(len(blocks), bool), False)
-    from benchmarks.core_distance import is_far, round_trip_ns
+    from benchmarks.core_distance import cores_apart
 
     probe = probe or sgemm_scaling
     canary = canary or busy_canary(threads)
-    distance = distance or round_trip_ns
+    apart = apart or cores_apart
     for _ in range(retries + 1):
-        trips: list[float | None] = []
+        apart_rounds: list[bool] = []
         before = probe()
-        blocks = interleaved_blocks([*fns, canary], runs, warmup, on_round=lambda: trips.append(distance()))
+        check = lambda: apart_rounds.append(apart())  # noqa: E731
+        blocks = interleaved_blocks([*fns, canary], runs, warmup, on_round=check)
         after = probe()
         scaling = min(b / a for a, b in (before, after))
         best = min(blocks[:, -1].min(), _CANARY_BEST.get(canary, np.inf))
         _CANARY_BEST[canary] = best
         quiet = blocks[:, -1] <= CANARY_SLACK * best
-        far = np.array([is_far(ns) for ns in trips], bool)
+        far = np.array(apart_rounds, bool)
         near = 2 * (quiet & ~far).sum() >= quiet.sum()
         if scaling >= IDLE_SCALING and 2 * quiet.sum() >= len(quiet) and near:
             break
@@ -332,13 +336,13 @@ def bench_model(
 
 
 def far_apart(blocks: np.ndarray, far: np.ndarray) -> dict:
-    """The row's rounds with its two cores far apart (no shared cache: core_distance): how many,
+    """The row's rounds with its two cores apart (core_distance.cores_apart): how many,
     and the ratio (tensorir / onnxruntime) over those rounds and over the others; a note for
     the table when there are any. The row's own figures keep every round."""
     out: dict = {"rounds_far": int(far.sum())}
     if far.any():
         out["ratio_far"] = paired_ratio(blocks[far], 0, 1)
-        note = f"; cores far apart in {int(far.sum())} of {len(far)} rounds"
+        note = f"; cores apart in {int(far.sum())} of {len(far)} rounds"
         note += f": ratio {out['ratio_far']:.2f} there"
         if (~far).any():
             out["ratio_near"] = paired_ratio(blocks[~far], 0, 1)

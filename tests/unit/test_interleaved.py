@@ -130,7 +130,7 @@ def test_a_multi_thread_row_is_taken_again_while_the_second_core_is_busy(
     calls = collections.Counter()
     fn = lambda: calls.update("f")  # noqa: E731
     blocks, scaling, dropped, *_ = cmp.blocks_on_idle_cores(
-        [fn], 5, 0, threads=2, retries=2, probe=_probes(*scalings), canary=_sleeper([0.001]), distance=_near
+        [fn], 5, 0, threads=2, retries=2, probe=_probes(*scalings), canary=_sleeper([0.001]), apart=_near
     )
     # with the canary, two fns: two rounds (each fn in each slot once)
     assert calls["f"] == measured * 2 * (1 + cmp.BLOCK) and blocks.shape == (2, 1) and dropped == 0
@@ -146,8 +146,8 @@ def test_one_thread_rows_take_no_probe(monkeypatch):
     assert scaling is None and blocks.shape == (1, 1) and dropped == 0
 
 
-def _near() -> float:  # a constant round trip: the two cores share a cache
-    return 90.0
+def _near() -> bool:  # the two cores are never apart
+    return False
 
 
 def _sleeper(seconds_per_call: list[float]):
@@ -172,7 +172,7 @@ def test_rounds_where_the_canary_ran_slow_are_dropped(monkeypatch):
     canary = _sleeper([0.002] * calls + [0.006] * calls + [0.002] * calls * 2)  # round 2 of 4 slow
     fn = lambda: cmp.time.sleep(0.001)  # noqa: E731
     blocks, scaling, dropped, *_ = cmp.blocks_on_idle_cores(
-        [fn], 4 * cmp.BLOCK, 0, threads=2, retries=2, probe=_probes(1.9, 1.9), canary=canary, distance=_near
+        [fn], 4 * cmp.BLOCK, 0, threads=2, retries=2, probe=_probes(1.9, 1.9), canary=canary, apart=_near
     )
     assert dropped == 1 and blocks.shape == (3, 1) and scaling == pytest.approx(1.9)
     busy = _sleeper([0.002] * (1 + calls) + [0.006] * calls * 3 + [0.002] * 100)  # 3 of 4 slow, then quiet
@@ -184,21 +184,21 @@ def test_rounds_where_the_canary_ran_slow_are_dropped(monkeypatch):
         retries=2,
         probe=_probes(1.9, 1.9, 1.9, 1.9),
         canary=busy,
-        distance=_near,
+        apart=_near,
     )
     assert dropped == 0 and blocks.shape == (4, 1)  # taken again: the second try was quiet
 
 
 def test_rounds_with_the_cores_far_apart_are_marked_and_reported(monkeypatch):
-    """The round trip timed before each round marks the rounds where the two cores shared no
-    cache; they stay in the row, whose note gives the ratio over them and over the others."""
+    """The check before each round marks the rounds where the two cores were apart; they stay
+    in the row, whose note gives the ratio over them and over the others."""
     monkeypatch.setattr(cmp, "PAUSE_S", 0.0)
     monkeypatch.setattr(cmp, "WARM_S", 0.0)
-    trips = itertools.cycle([90.0, 420.0])  # near, far, near, ...
+    trips = itertools.cycle([False, True])  # near, apart, near, ...
     rows = itertools.cycle([(1.0, 2.0), (1.8, 2.0)])  # ms of ours and onnxruntime in that round
     row = [None]
 
-    def distance() -> float:  # called once before each round: that round's speeds
+    def apart() -> bool:  # called once before each round: that round's speeds
         row[0] = next(rows)
         return next(trips)
 
@@ -210,7 +210,7 @@ def test_rounds_with_the_cores_far_apart_are_marked_and_reported(monkeypatch):
 
     got = cmp.blocks_on_idle_cores(
         [ours, ort], 4 * cmp.BLOCK, 0, threads=2, retries=0, probe=_probes(1.9, 1.9),
-        canary=_sleeper([0.001]), distance=distance,
+        canary=_sleeper([0.001]), apart=apart,
     )  # fmt: skip
     assert got.far.tolist() == [False, True] * (len(got.far) // 2) and len(got.far) >= 4
     assert np.allclose(got.blocks[:, 0] / got.blocks[:, 1], np.where(got.far, 0.9, 0.5), rtol=0.1)
@@ -218,7 +218,7 @@ def test_rounds_with_the_cores_far_apart_are_marked_and_reported(monkeypatch):
     out = cmp.far_apart(blocks, np.array([False, True, False, True]))
     assert out["rounds_far"] == 2
     assert out["ratio_far"] == pytest.approx(0.9) and out["ratio_near"] == pytest.approx(0.5)
-    assert "far apart in 2 of 4 rounds: ratio 0.90 there, 0.50 in the others" in out["note_far"]
+    assert "apart in 2 of 4 rounds: ratio 0.90 there, 0.50 in the others" in out["note_far"]
     assert cmp.far_apart(blocks, np.zeros(4, bool)) == {"rounds_far": 0}
 
 
@@ -239,15 +239,42 @@ def test_core_distance_times_a_round_trip_between_two_cpus():
         os.sched_setaffinity(0, cpus)
 
 
+def test_the_hand_over_canary_moves_data_between_the_pools_threads():
+    """handover_us runs the add and the transpose on the JIT pool at 2 threads (their results
+    are right), gives the pool's thread count back, and takes some time."""
+    from benchmarks import core_distance as cd
+    from tensorir.runtime.jit import get_num_threads, set_num_threads
+
+    set_num_threads(1)
+    try:
+        us = cd.handover_us(threads=2, calls=2)
+        assert get_num_threads() == 1
+    finally:
+        set_num_threads(None)
+    assert 1.0 < us < 1e6, us
+    (x, ones, y, *_), (y2, t, *_) = cd._handover_call().kept
+    assert y2 is y and np.array_equal(y, x + ones) and np.array_equal(t, y.T)
+
+
+def test_a_hand_over_slower_than_the_fastest_seen_marks_the_cores_apart(monkeypatch):
+    from benchmarks import core_distance as cd
+
+    monkeypatch.setattr(cd, "_HANDOVER_BEST", [float("inf")])
+    assert [cd.handover_slow(us) for us in (1400.0, 1330.0, 2700.0, 1900.0, 2000.0)] == [
+        False, False, True, False, True,
+    ]  # fmt: skip
+    assert cd._HANDOVER_BEST == [1330.0]
+
+
 def test_a_row_mostly_far_apart_is_taken_again(monkeypatch):
     """Most rounds with the cores far apart: the row is measured again (within the retries),
     as when a core is busy; the try whose rounds were mostly near is the one kept."""
     monkeypatch.setattr(cmp, "PAUSE_S", 0.0)
     monkeypatch.setattr(cmp, "WARM_S", 0.0)
-    trips = iter([420.0] * 4 + [90.0] * 100)  # the first try's 4 rounds far, then near
+    trips = iter([True] * 4 + [False] * 100)  # the first try's 4 rounds apart, then near
     got = cmp.blocks_on_idle_cores(
         [lambda: None], 4 * cmp.BLOCK, 0, threads=2, retries=2, probe=_probes(1.9, 1.9, 1.9, 1.9),
-        canary=_sleeper([0.001]), distance=lambda: next(trips),
+        canary=_sleeper([0.001]), apart=lambda: next(trips),
     )  # fmt: skip
     assert len(got.far) == 4 and not got.far.any()
 
@@ -262,12 +289,12 @@ def test_a_canary_slow_for_a_whole_row_is_caught_by_an_earlier_rows_pace(monkeyp
     fn = lambda: None  # noqa: E731
     got = cmp.blocks_on_idle_cores(
         [fn], 4 * cmp.BLOCK, 0, threads=2, retries=0, probe=_probes(1.9, 1.9), canary=canary,
-        distance=lambda: 90.0,
+        apart=lambda: False,
     )  # fmt: skip
     assert got.dropped == 0 and not got.busy  # a quiet row sets the pace
     pace[0] = 0.006  # the next row: slow throughout
     got = cmp.blocks_on_idle_cores(
         [fn], 4 * cmp.BLOCK, 0, threads=2, retries=0, probe=_probes(1.9, 1.9), canary=canary,
-        distance=lambda: 90.0,
+        apart=lambda: False,
     )  # fmt: skip
     assert got.busy and got.blocks.shape[0] == 4 and got.dropped == 0  # kept whole, flagged
