@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> None:
 
     import tensorir as tir
     from autotune.model_check import placements
-    from benchmarks.compare import blocks_beside_ort
+    from benchmarks.compare import marked_blocks_beside_ort, split_by_apart
     from benchmarks.layout_storms import model_and_feeds
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -60,15 +60,17 @@ def main(argv: list[str] | None = None) -> None:
         for x, y in zip(mods[0].bind(feeds)(), mods[1].bind(feeds)(), strict=True):
             np.testing.assert_allclose(y, x, rtol=1e-3, atol=1e-4, err_msg="A and B disagree")
         for n in args.threads:
-            blocks = blocks_beside_ort(mods, model, feeds, n, args.runs)
+            blocks, far = marked_blocks_beside_ort(mods, model, feeds, n, args.runs)
             ms = np.median(blocks, axis=0) * 1e3
             a_ms, b_ms = ms[0:-1:2], ms[1:-1:2]
-            q = np.percentile(ab_ratios(blocks), [25, 50, 75])
+            ratios = ab_ratios(blocks)
+            q = np.percentile(ratios, [25, 50, 75])
             print(
                 f"  {n} thread(s): A {a_ms.mean():.3f} ms, B {b_ms.mean():.3f} ms, "
                 f"onnxruntime {ms[-1]:.3f} ms; "
                 f"B / A {q[1]:.3f} (quartiles {q[0]:.3f}-{q[2]:.3f} over {len(blocks)} rounds); "
                 f"A's {args.copies} copies {a_ms.max() / a_ms.min():.3f} apart"
+                + split_by_apart(ratios, far, "B / A")
             )
 
 

@@ -140,11 +140,33 @@ def beside_ort(mods: list, model, feeds: dict, threads: int, runs: int) -> list[
 
 def blocks_beside_ort(mods: list, model, feeds: dict, threads: int, runs: int) -> np.ndarray:
     """interleaved_blocks of each compiled module and then onnxruntime at `threads`."""
+    return marked_blocks_beside_ort(mods, model, feeds, threads, runs, apart=lambda: False)[0]
+
+
+def marked_blocks_beside_ort(
+    mods: list, model, feeds: dict, threads: int, runs: int, apart=None
+) -> tuple[np.ndarray, np.ndarray]:
+    """blocks_beside_ort, and per round whether the two cores were apart just before it
+    (`apart()`, default core_distance.cores_apart at more than one thread)."""
+    from benchmarks.core_distance import cores_apart
+
     for m in mods:
         m.set_num_threads(threads)
     sess = _ort_session(model, threads)
     fns = [m.bind(feeds) for m in mods] + [lambda: sess.run(None, feeds)]
-    return interleaved_blocks(fns, runs, 5)
+    apart = apart or (cores_apart if threads > 1 else lambda: False)
+    marks: list[bool] = []
+    blocks = interleaved_blocks(fns, runs, 5, on_round=lambda: marks.append(apart()))
+    return blocks, np.array(marks, bool)
+
+
+def split_by_apart(ratios: np.ndarray, far: np.ndarray, label: str) -> str:
+    """ "" when no round had its cores apart; else the median `label` over those rounds and
+    over the others (a note for an A/B line: the two states move builds by different amounts)."""
+    if not far.any():
+        return ""
+    near = f", {np.median(ratios[~far]):.3f} in the {int((~far).sum())} others" if (~far).any() else ""
+    return f"; cores apart in {int(far.sum())} rounds: {label} {np.median(ratios[far]):.3f} there{near}"
 
 
 class IdleBlocks(NamedTuple):

@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> None:
     import tensorir as tir
     from autotune.model_check import COPIES, placements
     from benchmarks.build_ab import ab_ratios
-    from benchmarks.compare import blocks_beside_ort
+    from benchmarks.compare import marked_blocks_beside_ort, split_by_apart
     from benchmarks.layout_storms import model_and_feeds
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -130,13 +130,15 @@ def main(argv: list[str] | None = None) -> None:
         copies = [placements(m, COPIES, Path(tmp), tag) for m, tag in ((default, "d"), (pinned, "p"))]
         mods = [m for pair in zip(*copies, strict=True) for m in pair]  # default, pinned, default, ...
         for n in args.threads:
-            blocks = blocks_beside_ort(mods, model, feeds, n, args.runs)
+            blocks, far = marked_blocks_beside_ort(mods, model, feeds, n, args.runs)
             ms = np.median(blocks, axis=0) * 1e3
-            lo, mid, hi = np.percentile(ab_ratios(blocks), [25, 50, 75])
+            ratios = ab_ratios(blocks)
+            lo, mid, hi = np.percentile(ratios, [25, 50, 75])
             print(
                 f"  {n} thread(s): default {ms[0:-1:2].mean():.3f} ms, pinned {ms[1:-1:2].mean():.3f} ms, "
                 f"onnxruntime {ms[-1]:.3f} ms; pinned / default {mid:.3f} (quartiles {lo:.3f}-{hi:.3f} "
-                f"over {len(blocks)} rounds, {COPIES} file copies of each build)",
+                f"over {len(blocks)} rounds, {COPIES} file copies of each build)"
+                + split_by_apart(ratios, far, "pinned / default"),
                 flush=True,
             )
         if args.profile:

@@ -298,3 +298,11 @@ def test_a_canary_slow_for_a_whole_row_is_caught_by_an_earlier_rows_pace(monkeyp
         apart=lambda: False,
     )  # fmt: skip
     assert got.busy and got.blocks.shape[0] == 4 and got.dropped == 0  # kept whole, flagged
+
+
+def test_an_ab_line_gives_the_ratio_over_the_rounds_apart_and_the_others():
+    ratios = np.array([0.95, 1.10, 0.97, 1.20, 0.96])
+    far = np.array([False, True, False, True, False])
+    note = cmp.split_by_apart(ratios, far, "B / A")
+    assert note == "; cores apart in 2 rounds: B / A 1.150 there, 0.960 in the 3 others"
+    assert cmp.split_by_apart(ratios, np.zeros(5, bool), "B / A") == ""
