@@ -6,12 +6,23 @@ different amounts: a tuning run's in-model check of MobileNetV2-224 at 2 threads
 VM in such a spell (the model at 2.35 ms untuned, 1.4-1.5 when quiet), timed the model 1.21x
 faster with its records; `benchmarks.build_ab` on a quiet machine then timed them 1.049x slower.
 
-`cores_idle(threads)` runs a register-only FMA kernel (no memory traffic: `peak_func`, also
-`benchmarks/peak.py`'s) with the same work per thread once on one thread and once on `threads`
-threads of the JIT's pool, best of a few runs each. An idle machine runs both in about the same
-time; a core taken by another process makes the second up to `threads` times slower. Idle when
-the ratio is under IDLE_RATIO. `retry_while_busy` takes a timing between two such probes, and
-again while one finds a core busy.
+`cores_ready(threads)` asks two things. First, `cores_idle(threads)` runs a register-only FMA
+kernel (no memory traffic: `peak_func`, also `benchmarks/peak.py`'s) with the same work per
+thread once on one thread and once on `threads` threads of the JIT's pool, best of a few runs
+each. An idle machine runs both in about the same time; a core taken by another process makes
+the second up to `threads` times slower. Idle when the ratio is under IDLE_RATIO.
+
+Second, the cores must pass data between them at their usual pace. On the Zen 4 VM
+(2026-12-03) whole models at 2 threads flipped for seconds at a time between two speeds
+(SqueezeNet 3.0-3.5 ms and 5.1-5.9, as slow as at one thread; onnxruntime alike) while the FMA
+probe, a streaming add and numpy's sgemm scaling read the same in both. What the slow state
+slows is data one core wrote and the other reads: `handover_us` times kernels on the JIT's pool
+that hand 512 KB back and forth (an add, each thread writing its half, then a transpose, each
+thread reading from both halves): 1.33-1.40 ms in the fast state, 2.6-3.3 in the slow one, in
+step with the model. `handover_slow` compares a reading with the fastest this process has seen.
+
+`retry_while_busy` takes a timing between two such probes, and again while one finds the cores
+not ready.
 """
 
 from __future__ import annotations
@@ -45,6 +56,10 @@ IDLE_RATIO = 1.3  # threads' time / one thread's, same work per thread: an idle 
 PROBE_S = 1e-3  # one run of the probe kernel
 # a timing at more than one thread is taken again while a core is busy, after a pause
 BUSY_RETRIES, BUSY_WAIT_S = 2, 2.0
+HANDOVER_FLOATS = 128 * 1024  # 512 KB handed between the cores by each transpose
+HANDOVER_PAIRS = 20  # (add, transpose) pairs per timed call
+SLOW_HANDOVER = 1.5  # a hand-over this much slower than the fastest seen: the cores are apart
+_HANDOVER_BEST = [float("inf")]
 
 
 def _vec(base, lanes: int) -> Ramp:
@@ -136,8 +151,66 @@ def cores_idle(threads: int, runs: int = 5) -> tuple[bool, float]:
     return bool(ratio < IDLE_RATIO), float(ratio)
 
 
+@functools.cache
+def _handover_call():
+    """One call: HANDOVER_PAIRS x (y = x + 1, then t = y transposed (2, n) -> (n, 2)), compiled
+    by tensorir for the JIT. The add splits its rows between the threads; every row of the
+    transpose reads both halves, so each thread reads what the other just wrote."""
+    from tensorir.graph.types import TensorType
+    from tensorir.ops.kernel import op_kernel, scratch_arrays
+    from tensorir.runtime.jit import compile_host
+
+    x = np.random.default_rng(0).random((2, HANDOVER_FLOATS // 2), np.float32)
+    ones, y, t = np.ones_like(x), np.empty_like(x), np.empty((HANDOVER_FLOATS // 2, 2), np.float32)
+    add = op_kernel("add", [TensorType.of(x), TensorType.of(ones)], {})
+    swap = op_kernel("transpose", [TensorType.of(y)], {"perm": (1, 0)})
+    kept = [[x, ones, y, *scratch_arrays(add)], [y, t, *scratch_arrays(swap)]]
+    calls = [compile_host(f).bind(*args) for f, args in zip((add, swap), kept, strict=True)]
+
+    def call() -> None:
+        for _ in range(HANDOVER_PAIRS):
+            for c in calls:
+                c()
+
+    call.kept = kept  # type: ignore[attr-defined]  (the bound kernels hold raw pointers)
+    return call
+
+
+def handover_us(threads: int = 2, calls: int = 5) -> float:
+    """Microseconds of one _handover_call on the JIT's pool at `threads` threads (the median of
+    `calls`, after one untimed); the pool's thread count is given back after."""
+    from tensorir.runtime.jit import get_num_threads, set_num_threads
+
+    call = _handover_call()
+    before = get_num_threads()
+    set_num_threads(threads)
+    try:
+        call()
+        times = []
+        for _ in range(calls):
+            t0 = time.perf_counter()
+            call()
+            times.append(time.perf_counter() - t0)
+    finally:
+        set_num_threads(before)
+    return float(np.median(times)) * 1e6
+
+
+def handover_slow(us: float) -> bool:
+    """`us` more than SLOW_HANDOVER times the fastest hand-over seen in this process (which it
+    updates): the data one core writes reaches the other slowly just now."""
+    _HANDOVER_BEST[0] = min(_HANDOVER_BEST[0], us)
+    return us > SLOW_HANDOVER * _HANDOVER_BEST[0]
+
+
+def cores_ready(threads: int) -> bool:
+    """Both checks of the module docstring: no core busy, and data handed between the cores at
+    their usual pace."""
+    return cores_idle(threads)[0] and not handover_slow(handover_us(threads))
+
+
 def probe(threads: int | None) -> Callable[[], bool] | None:
-    """cores_idle at `threads` (None: every CPU of the process) as a callable, or None at one
+    """cores_ready at `threads` (None: every CPU of the process) as a callable, or None at one
     thread (nothing to probe). TIR_IDLE_PROBE=idle: None (trusted as idle); =busy: a probe that
     always finds a core busy (tensorir/config.py)."""
     from tensorir.config import idle_probe_mode
@@ -146,7 +219,7 @@ def probe(threads: int | None) -> Callable[[], bool] | None:
     mode = idle_probe_mode()
     if n < 2 or mode == "idle":
         return None
-    return (lambda: False) if mode == "busy" else (lambda: cores_idle(n)[0])
+    return (lambda: False) if mode == "busy" else (lambda: cores_ready(n))
 
 
 def retry_while_busy(

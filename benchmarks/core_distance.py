@@ -18,11 +18,10 @@ models at 2 threads flipped, for seconds at a time, between two speeds (SqueezeN
 and 5.1-5.9, as slow as at one thread; onnxruntime alike) while the round trip read 75-105 ns in
 both, each vCPU alone ran the model at its usual speed, and the FMA canary, a streaming add
 and sgemm's scaling stayed put. What the slow state slows is data one core wrote and the
-other reads: `handover_us` times kernels on the JIT's thread pool that hand 512 KB back and
-forth (an add, each thread writing its half, then a transpose, each thread reading from both
-halves), and read 1.33-1.40 ms in the fast state, 2.6-3.3 in the slow one, in step with the
-model. `cores_apart()` says either: far by the round trip, or the hand-over slower than
-SLOW_HANDOVER times its fastest in this process.
+other reads: `autotune.idle.handover_us` times kernels on the JIT's thread pool that hand 512 KB
+back and forth, and read 1.33-1.40 ms in the fast state, 2.6-3.3 in the slow one, in step with
+the model. `cores_apart()` says either: far by the round trip, or the hand-over slower than
+SLOW_HANDOVER times its fastest in this process (`handover_slow`).
 
 The ping-pong is LLVM IR (atomics, pthread_create and sched_setaffinity from libc; a bare spin, no `pause`, as
 the C version it was checked against) run by
@@ -33,16 +32,14 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import functools
 import os
 import platform
 import time
 
+from autotune.idle import handover_slow, handover_us
+
 FAR_NS = 250.0  # round trips above this: the cores share no cache level
-HANDOVER_FLOATS = 128 * 1024  # 512 KB handed between the cores by each transpose
-HANDOVER_PAIRS = 20  # (add, transpose) pairs per timed call
-SLOW_HANDOVER = 1.5  # a hand-over this much slower than the fastest seen: the cores are apart
-_HANDOVER_BEST = [float("inf")]
+
 SETAFFINITY = {"x86_64": 203, "aarch64": 122}  # sched_setaffinity's syscall number
 
 _IR = r"""
@@ -195,62 +192,6 @@ def round_trip_ns(trips: int = 20000) -> float | None:
 
 def is_far(ns: float | None) -> bool:
     return ns is not None and ns > FAR_NS
-
-
-@functools.cache
-def _handover_call():
-    """One call: HANDOVER_PAIRS x (y = x + 1, then t = y transposed (2, n) -> (n, 2)), compiled
-    by tensorir for the JIT. The add splits its rows between the threads; every row of the
-    transpose reads both halves, so each thread reads what the other just wrote."""
-    import numpy as np
-
-    from tensorir.graph.types import TensorType
-    from tensorir.ops.kernel import op_kernel, scratch_arrays
-    from tensorir.runtime.jit import compile_host
-
-    x = np.random.default_rng(0).random((2, HANDOVER_FLOATS // 2), np.float32)
-    ones, y, t = np.ones_like(x), np.empty_like(x), np.empty((HANDOVER_FLOATS // 2, 2), np.float32)
-    add = op_kernel("add", [TensorType.of(x), TensorType.of(ones)], {})
-    swap = op_kernel("transpose", [TensorType.of(y)], {"perm": (1, 0)})
-    kept = [[x, ones, y, *scratch_arrays(add)], [y, t, *scratch_arrays(swap)]]
-    calls = [compile_host(f).bind(*args) for f, args in zip((add, swap), kept, strict=True)]
-
-    def call() -> None:
-        for _ in range(HANDOVER_PAIRS):
-            for c in calls:
-                c()
-
-    call.kept = kept  # type: ignore[attr-defined]  (the bound kernels hold raw pointers)
-    return call
-
-
-def handover_us(threads: int = 2, calls: int = 5) -> float:
-    """Microseconds of one _handover_call on the JIT's pool at `threads` threads (the median of
-    `calls`, after one untimed); the pool's thread count is given back after."""
-    import statistics
-
-    from tensorir.runtime.jit import get_num_threads, set_num_threads
-
-    call = _handover_call()
-    before = get_num_threads()
-    set_num_threads(threads)
-    try:
-        call()
-        times = []
-        for _ in range(calls):
-            t0 = time.perf_counter()
-            call()
-            times.append(time.perf_counter() - t0)
-    finally:
-        set_num_threads(before)
-    return statistics.median(times) * 1e6
-
-
-def handover_slow(us: float) -> bool:
-    """`us` more than SLOW_HANDOVER times the fastest hand-over seen in this process (which it
-    updates): the data one core writes reaches the other slowly just now."""
-    _HANDOVER_BEST[0] = min(_HANDOVER_BEST[0], us)
-    return us > SLOW_HANDOVER * _HANDOVER_BEST[0]
 
 
 def cores_apart() -> bool:

@@ -18,8 +18,9 @@ TIR_OPENCL_PLATFORM  a case-insensitive substring of the OpenCL platform name: o
                Read by devices.py and by compiled OpenCL libraries (runtime/opencl/).
 TIR_OPENCL_LIBRARY   the OpenCL library a compiled OpenCL model dlopens (default
                libOpenCL.so, then libOpenCL.so.1, then the Android vendor paths).
-TIR_IDLE_PROBE  auto (default): `tir tune` asks whether the cores are idle before it trusts a
-               multi-thread timing of the whole model (autotune/idle.py); idle: it assumes they
+TIR_IDLE_PROBE  auto (default): `tir tune` asks whether the cores are idle, and hand data to
+               each other at their usual pace, before it trusts a multi-thread timing of the
+               whole model (autotune/idle.py); idle: it assumes they
                are (no probe); busy: it assumes a core is busy. The test suite sets idle, so
                tuning runs in child processes do not depend on the test machine's load.
 TIR_RPC_DOWN_S  seconds a `tir tune --rpc` server that could not be reached is skipped before

@@ -26,9 +26,23 @@ def test_the_knob_fixes_the_probe(monkeypatch):
     monkeypatch.setenv("TIR_IDLE_PROBE", "busy")
     assert autotune.idle.probe(2)() is False and autotune.idle.probe(1) is None
     monkeypatch.setenv("TIR_IDLE_PROBE", "auto")
-    asked = []
+    asked, handed = [], []
     monkeypatch.setattr(autotune.idle, "cores_idle", lambda n: (asked.append(n) or True, 1.0))
-    assert autotune.idle.probe(3)() is True and asked == [3]
+    monkeypatch.setattr(autotune.idle, "handover_us", lambda n: handed.append(n) or 1000.0)
+    monkeypatch.setattr(autotune.idle, "_HANDOVER_BEST", [float("inf")])
+    assert autotune.idle.probe(3)() is True and asked == [3] and handed == [3]
+
+
+def test_a_slow_hand_over_makes_the_cores_not_ready(monkeypatch):
+    """The probe's second check: a hand-over more than SLOW_HANDOVER times slower than the
+    fastest seen in the process reads as not ready, though no core is busy."""
+    monkeypatch.setenv("TIR_IDLE_PROBE", "auto")
+    pace = iter([1400.0, 1330.0, 2700.0, 1900.0])
+    monkeypatch.setattr(autotune.idle, "cores_idle", lambda n: (True, 1.0))
+    monkeypatch.setattr(autotune.idle, "handover_us", lambda n: next(pace))
+    monkeypatch.setattr(autotune.idle, "_HANDOVER_BEST", [float("inf")])
+    ready = autotune.idle.probe(2)
+    assert [ready() for _ in range(4)] == [True, True, False, True]
 
 
 def test_busy_through_every_try_still_times_once(monkeypatch):

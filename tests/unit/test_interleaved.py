@@ -242,7 +242,7 @@ def test_core_distance_times_a_round_trip_between_two_cpus():
 def test_the_hand_over_canary_moves_data_between_the_pools_threads():
     """handover_us runs the add and the transpose on the JIT pool at 2 threads (their results
     are right), gives the pool's thread count back, and takes some time."""
-    from benchmarks import core_distance as cd
+    from autotune import idle as cd
     from tensorir.runtime.jit import get_num_threads, set_num_threads
 
     set_num_threads(1)
@@ -257,7 +257,7 @@ def test_the_hand_over_canary_moves_data_between_the_pools_threads():
 
 
 def test_a_hand_over_slower_than_the_fastest_seen_marks_the_cores_apart(monkeypatch):
-    from benchmarks import core_distance as cd
+    from autotune import idle as cd
 
     monkeypatch.setattr(cd, "_HANDOVER_BEST", [float("inf")])
     assert [cd.handover_slow(us) for us in (1400.0, 1330.0, 2700.0, 1900.0, 2000.0)] == [
