@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from tensorir.graph.types import TensorType
-from tensorir.ops import conv_rows, conv_strassen, conv_wide, dense_packed
+from tensorir.ops import conv_rows, conv_strassen, conv_wide, dense_gemv, dense_packed
 from tensorir.ops.dwpw import is_dwpw
 from tensorir.ops.fused import FusedBody
 from tensorir.ops.layout import conv_nchwc_attrs
@@ -178,7 +178,8 @@ def _product(
     """A dense or matmul (alone or as an anchor) on a CPU: "direct" or "strassen": a dense's
     with its weight transformed at compile time (ops/dense_strassen.py), a matmul's with both
     operands at run time (ops/matmul_strassen.py). A direct dense with a constant weight reads
-    it packed into column panels at compile time (ops/dense_packed.py)."""
+    it packed into column panels at compile time (ops/dense_packed.py), or in its GEMV form
+    (one or two rows) interleaved by row blocks (ops/dense_gemv.py)."""
     from tensorir.ops import dense_strassen as st
     from tensorir.ops import matmul_strassen as ms
 
@@ -196,6 +197,8 @@ def _product(
     panels = name == "dense" and const and dense_packed.eligible(x_shape, in_types[wi].dtype)
     if panels and algo != "strassen":
         return _dense_panels(op, in_types, attrs, anchor, (xi, wi), target, algo)
+    if name == "dense" and const and algo != "strassen" and dense_gemv.eligible(x_shape, in_types[wi].dtype):
+        return _dense_gemv(op, in_types, attrs, anchor, wi, target, algo)
     if algo != "strassen":
         return Specialized(op, in_types, attrs, algo)
     if name == "matmul":  # same inputs: B's operands are formed in the kernel
@@ -300,6 +303,26 @@ def _dense_panels(
     types = tuple(panels if j == wi else t for j, t in enumerate(in_types))
     new_op, new_attrs = _rewrite(op, attrs, anchor, dense_packed.OP, {"n": n})
     return Specialized(new_op, types, new_attrs, algo, {wi: dense_packed.panel_transform(nr)})
+
+
+def _dense_gemv(
+    op: str,
+    in_types: tuple[TensorType, ...],
+    attrs: Mapping[str, Any],
+    anchor: int | None,
+    wi: int,
+    target: Any,
+    algo: str | None,
+) -> Specialized:
+    """A GEMV reading its constant weight interleaved by row blocks at compile time."""
+    from tensorir.ops.dense_compute import GEMV_LANES, gemv_rows
+
+    (n, k), dtype = in_types[wi].shape, in_types[wi].dtype
+    rows = gemv_rows(target, n)
+    blocks = TensorType((-(-n // rows), k // GEMV_LANES, rows, GEMV_LANES), dtype)
+    types = tuple(blocks if j == wi else t for j, t in enumerate(in_types))
+    new_op, new_attrs = _rewrite(op, attrs, anchor, dense_gemv.OP, {"n": n})
+    return Specialized(new_op, types, new_attrs, algo, {wi: dense_gemv.row_transform(rows, GEMV_LANES)})
 
 
 def _conv_wide(

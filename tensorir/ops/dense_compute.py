@@ -29,7 +29,7 @@ from tensorir.ops.nn_compute import (
     work_of,
 )
 from tensorir.ops.registry import register_compute
-from tensorir.schedule.schedule import Schedule
+from tensorir.schedule.schedule import Schedule, Stage
 from tensorir.schedule.space import knob
 from tensorir.schedule.te import Tensor, compute, reduce_axis, sum_
 from tensorir.target import Target
@@ -72,17 +72,28 @@ def _gemv(x: Tensor, w: Tensor) -> Tensor:
     return compute((m, n), lambda i, j: load(acc, (i, j), x.dtype), name="dense")
 
 
+def gemv_rows(target: Target, n: int) -> int:
+    """The `gemv_rows` knob: weight rows per step of an n-row GEMV (default gemv_row_block's,
+    or fewer where n has a divisor near it: pick_rows)."""
+    rows = [r for r in (1, 2, 4, 8) if r <= n]
+    return knob("gemv_rows", rows, pick_rows(n, gemv_row_block(target)))
+
+
 def schedule_dense(s: Schedule, outputs: Sequence[Tensor], target: Target) -> None:
     """GEMV form: row blocks in parallel, K lanes vectorized; else the blocked product."""
     part = stage_named(s, "dense_part")
     if part is None:
         schedule_matmul(s, outputs, target)
         return
+    schedule_gemv(s, part, gemv_rows(target, part.op.axis[1].extent), target)
+
+
+def schedule_gemv(s: Schedule, part: Stage, block: int, target: Target) -> None:
+    """`block` weight rows per step, their sums in registers (unrolled), K lanes vectorized;
+    row blocks in parallel; the lane sums and the epilogue after."""
     inline_elementwise(s)
     i, j, lane = part.op.axis
     (ko,) = part.op.reduce_axis
-    rows = [r for r in (1, 2, 4, 8) if r <= j.extent]
-    block = knob("gemv_rows", rows, pick_rows(j.extent, gemv_row_block(target)))
     jo, ji = part.split(j, factor=block)
     outer = fuse_all(part, [i, jo])
     part.reorder(outer, ko, ji, lane)

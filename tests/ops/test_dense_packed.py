@@ -1,7 +1,7 @@
 """A dense with a constant weight reads it as column panels packed at compile time
 (ops/dense_packed.py): the panel transform and reference, the kernel's IR (contiguous panel
 loads, no pack stage), the compiled kernel against float64 numpy alone, fused and under every
-panel width, and the cases that keep the plain dense (GEMV rows, a run-time weight).
+panel width, and the cases that take no panels (GEMV rows, a run-time weight).
 
 Tolerance: max |err| / max |ref| < 1e-5 (fp32 sums over K <= 300 terms)."""
 
@@ -16,22 +16,14 @@ from tensorir.ops import dense_packed as dp
 from tensorir.ops.fused import FusedBody, Step
 from tensorir.ops.kernel import build_kernel, kernel_space, scratch_arrays
 from tensorir.target import get_target
-from tests.ops.kernel_run import assert_relative, run_built
+from tests.ops.kernel_run import assert_relative, dense_operands, run_const_weight
 
 HOST = get_target("host")
 TOL = 1e-5
 
 
-def _operands(m: int, k: int, n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    return rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((n, k)).astype(np.float32)
-
-
 def _run(op: str, ins: list, attrs: dict, out_shape: tuple, config: dict | None = None) -> np.ndarray:
-    types = [TensorType(a.shape) for a in ins]
-    func, spec = build_kernel(op, types, attrs, HOST, config, const_args=frozenset({1}))
-    assert spec.op == op.replace("dense", dp.OP) or spec.attrs["body"].steps[0].op == dp.OP
-    return run_built(func, spec, ins, out_shape)
+    return run_const_weight(op, ins, attrs, out_shape, dp.OP, config)
 
 
 def _check(got: np.ndarray, ref: np.ndarray) -> None:
@@ -39,7 +31,7 @@ def _check(got: np.ndarray, ref: np.ndarray) -> None:
 
 
 def test_panels_and_reference():
-    x, w = _operands(4, 3, 5)
+    x, w = dense_operands(4, 3, 5)
     panels = dp.pack_panels(w, 4)
     assert panels.shape == (2, 3, 4) and panels.flags.c_contiguous
     np.testing.assert_array_equal(panels[1, :, 0], w[4])  # column 4 is the second panel's first
@@ -59,12 +51,12 @@ def test_kernel_reads_panels_contiguously_without_a_pack_stage():
 
 @pytest.mark.parametrize("m, k, n", [(3, 16, 5), (64, 32, 48), (130, 256, 98), (128, 300, 1000)])
 def test_kernel_matches_numpy(m: int, k: int, n: int) -> None:
-    x, w = _operands(m, k, n)
+    x, w = dense_operands(m, k, n)
     _check(_run("dense", [x, w], {}, (m, n)), x.astype(np.float64) @ w.T.astype(np.float64))
 
 
 def test_fused_bias_relu():
-    x, w = _operands(32, 64, 40, seed=1)
+    x, w = dense_operands(32, 64, 40, seed=1)
     b = np.random.default_rng(2).standard_normal((1, 40)).astype(np.float32)
     body = FusedBody((Step("dense", (), (0, 1)), Step("add", (), (3, 2)), Step("relu", (), (4,))), 3, 0)
     got = _run("fused", [x, w, b], {"body": body}, (32, 40))
@@ -74,7 +66,7 @@ def test_fused_bias_relu():
 
 
 def test_every_panel_width():
-    x, w = _operands(24, 48, 72, seed=3)
+    x, w = dense_operands(24, 48, 72, seed=3)
     ref = x.astype(np.float64) @ w.T.astype(np.float64)
     space = kernel_space("dense", [TensorType(x.shape), TensorType(w.shape)], {}, HOST)
     widths = next(kn for kn in space.knobs("direct") if kn.name == "gemm_col_vectors").choices
@@ -83,11 +75,13 @@ def test_every_panel_width():
         _check(_run("dense", [x, w], {}, (24, 72), {"algorithm": "direct", "gemm_col_vectors": u}), ref)
 
 
-def test_gemv_rows_and_runtime_weights_keep_the_plain_dense():
-    for rows, const in ((2, frozenset({1})), (64, frozenset())):
+def test_gemv_rows_and_runtime_weights_take_no_panels():
+    """One or two rows take the GEMV kernel (ops/dense_gemv.py, tests/ops/test_dense_gemv.py);
+    a run-time weight, which cannot be packed at compile time, the plain dense."""
+    for rows, const, op in ((2, frozenset({1}), "dense_gemv"), (64, frozenset(), "dense")):
         types = [TensorType((rows, 64)), TensorType((32, 64))]
         _, spec = build_kernel("dense", types, {}, HOST, const_args=const)
-        assert spec.op == "dense" and not spec.transforms
+        assert spec.op == op and bool(spec.transforms) == bool(const)
 
 
 def test_float16_panels_follow_the_float32_accumulator():
@@ -102,40 +96,3 @@ def test_float16_panels_follow_the_float32_accumulator():
     get_backend(HOST).jit(func, HOST)(x, spec.transforms[1](w), out, *scratch_arrays(func))
     ref = x.astype(np.float64) @ w.T.astype(np.float64)
     assert float(np.max(np.abs(out - ref))) / float(np.max(np.abs(ref))) < 1e-3
-
-
-@pytest.mark.parametrize(("target", "rows"), [("x86_64-v4", 8), ("x86_64-v3", 4), ("linux-arm64", 4)])
-def test_gemv_rows_by_register_file(target, rows):
-    """A GEMV (one input row) reads each weight once: 8 weight rows per step (8 streams
-    from memory, dense_compute.GEMV_ROW_BLOCK) where the sums fit the registers; AVX2 and
-    NEON, whose 16 partial sums per row take 2 and 4 vectors, keep 4 (8 rows spilled)."""
-    types = [TensorType((1, 320)), TensorType((1000, 320))]
-    assert kernel_space("dense", types, {}, get_target(target)).default()["gemv_rows"] == rows
-
-
-@pytest.mark.parametrize("n", [1000, 1003])
-def test_gemv_numerics(n):
-    """The host's default GEMV against float64 numpy; 1003 rows leave a guarded tail."""
-    x, w = _operands(1, 320, n, seed=5)
-    types = [TensorType(x.shape), TensorType(w.shape)]
-    func, spec = build_kernel("dense", types, {}, HOST, const_args=frozenset({1}))
-    assert spec.op == "dense"
-    got = run_built(func, spec, [x, w], (1, n))
-    _check(got, x.astype(np.float64) @ w.T.astype(np.float64))
-
-
-@pytest.mark.parametrize("target", ["x86_64-v4", "x86_64-v3", "linux-arm64"])
-def test_gemv_default_keeps_vectors_in_registers(target):
-    """The default row block keeps every sum in registers: no vector register goes through
-    the stack in the kernel's parallel body (8 rows on AVX2 spilled 6 times, on NEON 22)."""
-    import re
-
-    from tensorir.codegen import emit_assembly
-
-    types = [TensorType((1, 1280)), TensorType((1000, 1280))]
-    tgt = get_target(target)
-    func, _ = build_kernel("dense", types, {}, tgt, const_args=frozenset({1}))
-    asm = emit_assembly(func, tgt)
-    body = asm[asm.index("par_body_closure:") : asm.index("\ndense:")]
-    spill = r"%[xyz]mm\d+.*\(%rsp\)|\(%rsp\).*%[xyz]mm\d+" if tgt.arch == "x86_64" else r"\bq\d+, \[sp"
-    assert not re.search(spill, body), re.findall(f".*(?:{spill}).*", body)[:4]
