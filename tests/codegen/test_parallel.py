@@ -225,7 +225,10 @@ def test_each_thread_runs_its_own_part_in_order():
             own = [c for c in ran if home[0] <= c[0] < home[1]]
             assert ran[: len(own)] == own and own == sorted(own), (t, ran)
             stolen = ran[len(own) :]
-            assert stolen == sorted(stolen, reverse=True), (t, ran)
+            for owner in range(threads):  # from each other thread's part, from its back
+                lo, hi = bounds[owner * n // threads], bounds[(owner + 1) * n // threads]
+                theirs = [c for c in stolen if lo <= c[0] < hi]
+                assert theirs == sorted(theirs, reverse=True), (t, ran)
 
 
 def test_a_woken_worker_leaves_the_launchers_cpu():
