@@ -1,7 +1,7 @@
 """How far apart are the two cores this process runs on? A cache-line ping-pong between them.
 
-    python -m benchmarks.core_distance            # a reading every second for 10 s
-    python -m benchmarks.core_distance --seconds 60      # + the data hand-over canary (below)
+    python -m benchmarks.core_distance            # round trip and hand-over, every second for 10 s
+    python -m benchmarks.core_distance --seconds 60
 
 Two threads, pinned to the first two CPUs of the affinity mask, hand one 64-byte line back
 and forth (the first writes an odd count and waits for the next even one, the second the
@@ -21,7 +21,7 @@ and sgemm's scaling stayed put. What the slow state slows is data one core wrote
 other reads: `autotune.idle.handover_us` times kernels on the JIT's thread pool that hand 512 KB
 back and forth, and read 1.33-1.40 ms in the fast state, 2.6-3.3 in the slow one, in step with
 the model. `cores_apart()` says either: far by the round trip, or the hand-over slower than
-SLOW_HANDOVER times its fastest in this process (`handover_slow`).
+autotune.idle.SLOW_HANDOVER times its fastest in this process (`handover_slow`).
 
 The ping-pong is LLVM IR (atomics, pthread_create and sched_setaffinity from libc; a bare spin, no `pause`, as
 the C version it was checked against) run by
