@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from autotune.idle import SLOW_HANDOVER
 from benchmarks.peak import load_peak
 from benchmarks.zoo import build, sample_inputs
 from tensorir.graph.graph import Value
@@ -306,6 +307,17 @@ def idle_line(before: tuple[bool, float], after: tuple[bool, float], threads: in
     return line
 
 
+def handover_line(before_us: float, after_us: float) -> str:
+    """What the hand-over canary (autotune.idle.handover_us: 512 KB handed between the threads
+    20 times) read before and after the profile. In this VM's slow state it reads about twice
+    its usual (Zen 4: 1.3-1.4 ms, 2.6-3.3 in the slow state) and every kernel reading what the
+    other thread wrote runs slower; one reading much above the other: the state changed."""
+    line = f"hand-over canary: {before_us / 1e3:.2f} ms before, {after_us / 1e3:.2f} ms after"
+    if max(before_us, after_us) > SLOW_HANDOVER * min(before_us, after_us):
+        line += ": THE CORES HANDED DATA OVER SLOWLY in part of this profile; run it again"
+    return line
+
+
 def _selected(r: dict, flt: str | None, everything: bool) -> bool:
     if not everything and not r["anchor"]:
         return False
@@ -362,13 +374,14 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--out", default=None)
     args = p.parse_args(argv)
     if args.scaling:
-        from autotune.idle import cores_idle
+        from autotune.idle import cores_idle, handover_us
 
-        before = cores_idle(args.scaling)
+        before, hand_before = cores_idle(args.scaling), handover_us(args.scaling)
         rows = profile_scaling(args.model, args.scaling, args.repeat)
-        after = cores_idle(args.scaling)
+        after, hand_after = cores_idle(args.scaling), handover_us(args.scaling)
         print_scaling(rows, args.scaling)
         print(idle_line(before, after, args.scaling))
+        print(handover_line(hand_before, hand_after))
         out = Path(args.out or RESULTS / f"layers_{args.model}_scaling{args.scaling}.json")
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(rows, indent=1, default=float) + "\n")

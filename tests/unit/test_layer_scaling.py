@@ -19,3 +19,12 @@ def test_profile_scaling_times_every_kernel_of_one_build_at_both_counts(capsys):
     assert [r["lost_ms"] for r in rows] == sorted((r["lost_ms"] for r in rows), reverse=True)
     print_scaling(rows, 2)
     assert f"{len(rows)} kernels:" in capsys.readouterr().out
+
+
+def test_the_hand_over_line_flags_a_profile_the_slow_state_came_into():
+    from benchmarks.layers import handover_line
+
+    assert handover_line(1330.0, 1400.0) == "hand-over canary: 1.33 ms before, 1.40 ms after"
+    slow = handover_line(1330.0, 2700.0)
+    assert slow.startswith("hand-over canary: 1.33 ms before, 2.70 ms after: THE CORES HANDED DATA")
+    assert "SLOWLY" in handover_line(2700.0, 1330.0)
