@@ -58,18 +58,26 @@ def is_gemv(m: int, k: int) -> bool:
     return m <= GEMV_MAX_ROWS and k % GEMV_LANES == 0 and k >= 4 * GEMV_LANES
 
 
-def _gemv(x: Tensor, w: Tensor) -> Tensor:
-    (m, k), n, L = x.shape, w.shape[0], GEMV_LANES
+def gemv_stages(x: Tensor, n: int, rows: int, weight) -> Tensor:
+    """The GEMV form's stages for `n` outputs, `rows` >= n of them in dense_part (a padded
+    layout's whole blocks); `weight(j, ko, l, dtype)` loads the weight of output j at input
+    ko * GEMV_LANES + l."""
+    (m, k), L = x.shape, GEMV_LANES
     dt = acc_type(x.dtype)
     ko = reduce_axis(k // L, "ko")
     part = compute(
-        (m, n, L),
-        lambda i, j, l: sum_(load(x, (i, ko * L + l), dt) * load(w, (j, ko * L + l), dt), axis=ko),
+        (m, rows, L),
+        lambda i, j, l: sum_(load(x, (i, ko * L + l), dt) * weight(j, ko, l, dt), axis=ko),
         name="dense_part",
     )
     lr = reduce_axis(L, "l")
     acc = compute((m, n), lambda i, j: sum_(part[i, j, lr], axis=lr), name="dense_gemv")
     return compute((m, n), lambda i, j: load(acc, (i, j), x.dtype), name="dense")
+
+
+def _gemv(x: Tensor, w: Tensor) -> Tensor:
+    n = w.shape[0]
+    return gemv_stages(x, n, n, lambda j, ko, l, dt: load(w, (j, ko * GEMV_LANES + l), dt))
 
 
 def gemv_rows(target: Target, n: int) -> int:

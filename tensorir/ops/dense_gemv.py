@@ -82,21 +82,11 @@ def dense_gemv(x: np.ndarray, w: np.ndarray, n: int) -> np.ndarray:
 
 
 def dense_gemv_compute(x: Any, w: Any, n: int) -> Any:
-    from tensorir.ops.nn_compute import acc_type, load
-    from tensorir.schedule.te import compute, reduce_axis, sum_
+    from tensorir.ops.dense_compute import gemv_stages
+    from tensorir.ops.nn_compute import load
 
-    (m, _), (p, kb, r, lanes) = x.shape, w.shape
-    dt = acc_type(x.dtype)
-    ko = reduce_axis(kb, "ko")
-
-    def part_body(i: Any, j: Any, lane: Any) -> Any:
-        weight = load(w, (j // r, ko, j % r, lane), dt)
-        return sum_(load(x, (i, ko * lanes + lane), dt) * weight, axis=ko)
-
-    part = compute((m, p * r, lanes), part_body, name="dense_part")
-    lr = reduce_axis(lanes, "l")
-    acc = compute((m, n), lambda i, j: sum_(part[i, j, lr], axis=lr), name="dense_gemv")
-    return compute((m, n), lambda i, j: load(acc, (i, j), x.dtype), name="dense")
+    p, _, r, _ = w.shape
+    return gemv_stages(x, n, p * r, lambda j, ko, lane, dt: load(w, (j // r, ko, j % r, lane), dt))
 
 
 def schedule_dense_gemv(s: Any, outputs: Sequence[Any], target: Any) -> None:
