@@ -73,8 +73,10 @@ KNOBS: tuple[str, ...] = (
     "dw_ow_tile",
     "ex_ow_tile",
     "ex_blocks",
-    # the packed conv streaming the next group's weights ahead (ops/weight_stream.py)
+    # the packed conv and the packed Winograd GEMM streaming the next group's or block's
+    # weights ahead (ops/weight_stream.py)
     "prefetch_weights",
+    "wino_prefetch",
 )
 WORDS: tuple[str, ...] = (
     "direct",

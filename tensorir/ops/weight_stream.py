@@ -59,3 +59,32 @@ def prefetch_next_group(
         terms.append((axis, scale, 1))
         scale *= axis.extent
     acc.prefetch(w, outer[-1], terms, offset=mb * block_elems, count=per, stride=line)
+
+
+WINO_PREFETCH_MIN_BYTES = 1 << 20  # transformed weights below this stay in L2/L3 between runs
+
+
+def prefetch_next_wino_block(acc: Any, u: Any, kbb: int, at: Any) -> None:
+    """On the packed Winograd GEMM `acc` (M[e, f, n, t, j] = sum_rc V[e, f, n, t, rc] *
+    U[e, f, j // ob, rc, j % ob], computed per y block of `kbb` output channel blocks):
+    at each step `at` of the reduction rc, prefetch row rc of the next block's U slice at
+    this (e, f): one line per output channel block, so that while a block runs, the next
+    block's alpha^2 x C x kbb x ob weights come in from memory beside the arithmetic.
+
+        U (alpha, alpha, M/ob, C, ob): flat (((e * alpha + f) * M/ob + kb) * C + rc) * ob + ki
+        acc's j at the block's start = kb * ob, so kb * C * ob = j * C
+
+    Knob `wino_prefetch`: default on from WINO_PREFETCH_MIN_BYTES of U (ResNet-50's layer 3
+    and 4 Winograd weights, 4-17 MB each, come from memory in a whole-model run)."""
+    from tensorir.schedule.space import knob
+
+    alpha, _, mo, c, ob = u.shape
+    nbytes = math.prod(u.shape) * elem_bytes(u.dtype)
+    if mo // kbb < 2:  # one block: nothing next
+        return
+    if not knob("wino_prefetch", [0, 1], int(nbytes >= WINO_PREFETCH_MIN_BYTES)):
+        return
+    ae, af, _, _, aj = acc.op.axis
+    (rc,) = acc.op.reduce_axis
+    terms = [(ae, alpha * mo * c * ob, 1), (af, mo * c * ob, 1), (aj, c, 1), (rc, ob, 1)]
+    acc.prefetch(u, at, terms, offset=kbb * c * ob, count=kbb, stride=c * ob)

@@ -189,3 +189,31 @@ def test_outer_order_splits_every_stage_the_same_way(order: str, pad_loop: str, 
     assert parallel == [pad_loop, "for i_t_f in parallel(0, 16)", gemm_loop]
     (y,) = run_op(OP, wins, attrs, config=cfg)
     check(y, direct(ins, (1, 1, 1, 1)), 2)
+
+
+def test_large_weights_prefetch_the_next_blocks_slice() -> None:
+    """U of 1 MB or more (ResNet-50's layer 3 and 4: 4-17 MB, from memory in a whole-model run):
+    at each input channel of a GEMM position (e, f), the kernel prefetches that channel's row
+    of the next output-channel block's U slice at (e, f), one line per channel block; smaller
+    U (or wino_prefetch = 0) has no prefetch. Same numbers either way."""
+    shape, m, attrs = (1, 256, 6, 6, 256), 2, {"pads": (1, 1, 1, 1), "m": 2}
+    ins, wins = make_case(shape, m, bias=False)
+    assert wins[1].nbytes >= 1 << 20
+    types = [TensorType.of(a) for a in wins]
+    space = kernel_space(OP, types, attrs)
+    one_block = min(next(k for k in space.knobs() if k.name == "wino_k_vectors").choices)
+    cfg = {"wino_k_vectors": one_block}  # one output channel block per y block: one line each
+    text = to_text(op_kernel(OP, types, attrs, config=cfg, passes=False))
+    lines = [line.strip() for line in text.splitlines()]
+    pre = [i for i, line in enumerate(lines) if line.startswith("prefetch(")]
+    ob, c, mo = wins[1].shape[4], 256, wins[1].shape[2]
+    assert len(pre) == 1 and lines[pre[0] - 1] == "for rc in range(0, 256):"
+    assert lines[pre[0]].startswith(f"prefetch(in1[min({c * ob} + e*{4 * mo * c * ob} + f*{mo * c * ob} + ")
+    assert f"rc*{ob} + 0, {wins[1].size - 1})])" in lines[pre[0]]
+    off = to_text(op_kernel(OP, types, attrs, config={**cfg, "wino_prefetch": 0}, passes=False))
+    assert "prefetch(" not in off
+    _, small_wins = make_case((1, 64, 6, 6, 64), m, bias=False)
+    small = to_text(op_kernel(OP, [TensorType.of(a) for a in small_wins], attrs, passes=False))
+    assert "prefetch(" not in small
+    (y,) = run_op(OP, wins, attrs, config=cfg)
+    check(y, direct(ins, (1, 1, 1, 1)), m)

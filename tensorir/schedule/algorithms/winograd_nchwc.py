@@ -317,12 +317,17 @@ def schedule_winograd_nchwc(s: Any, outputs: Sequence[Any], target: Any) -> None
     aju, ajv = acc.split(aj, factor=kv)
     acc.reorder(ae, af, ab, ato, *acc.op.reduce_axis, ati, aju, ajv)
     (rc,) = acc.op.reduce_axis
+    rc_step = rc
     if neon_lanes:  # a vector of V per tile feeds `lanes` steps of rc by lane (llvm_expr.py)
-        _, rci = acc.split(rc, factor=lanes)
+        rc_step, rci = acc.split(rc, factor=lanes)
         acc.unroll(rci)
     acc.unroll(ati)
     acc.unroll(aju)
     acc.vectorize(ajv)
+    from tensorir.ops.weight_stream import prefetch_next_wino_block
+
+    u = next(t for t in s.reads(acc) if t is not v.tensor)
+    prefetch_next_wino_block(acc, u, kbb, rc_step)
 
 
 register_compute(OP, schedule=schedule_winograd_nchwc)(winograd_nchwc_compute)
