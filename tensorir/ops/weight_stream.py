@@ -1,5 +1,6 @@
-"""A packed conv's weights streamed ahead: the next channel block group's weights are
-prefetched while the current group runs (schedule/prefetch.py).
+"""Weights streamed ahead: a packed conv's next channel block group (`prefetch_next_group`)
+and a packed Winograd GEMM's next output-channel block of U (`prefetch_next_wino_block`) are
+prefetched while the current one runs (schedule/prefetch.py).
 
 The packed conv (layout.schedule_conv_nchwc) runs one group of `oc_blocks` output channel
 blocks over every row before the next group: the group's weights (oc_blocks x input
