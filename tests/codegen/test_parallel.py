@@ -235,11 +235,13 @@ def test_a_woken_worker_leaves_the_launchers_cpu():
     """A worker woken from its futex (or just created) on the CPU of the thread that launched
     the job moves to another CPU of its mask (parallel.py: GETCPU). The launcher pinned to one
     CPU, the worker free on all: over 20 launches, each after the worker fell asleep, the
-    worker runs chunks on the launcher's CPU in at most 5. Without the move it did in 18-20 of
-    20 on the Zen 5 VM, idle or with a spinning process on the other CPU (the scheduler wakes it
-    on the waker's CPU), and the two shared that CPU; with it, 0 in both. With the test suite's
-    other worker busy on the other CPU the scheduler at times draws it back (17 of 20 in one of
-    three runs), so a try over 5 is taken again, up to 5 tries."""
+    worker's first chunk runs on the launcher's CPU in at most 5. Without the move it did in
+    19-20 of 20 (Zen 4 VM under the CI suite's load; 18-20 on the Zen 5 VM, idle or with a
+    spinning process on the other CPU: the scheduler wakes it on the waker's CPU); with it, 0-2.
+    Only the first chunk counts: each chunk sleeps, and where the worker wakes from that sleep
+    is the scheduler's choice, which with the other CPU busy (the suite's other worker, another
+    tenant) is at times the launcher's CPU: counting every chunk read 5-17 of 20 under load
+    with the move in place, and failed CI once. A try over 5 is taken again, up to 3 tries."""
     import subprocess
     import sys
 
@@ -250,9 +252,9 @@ from tensorir.runtime.jit import _engine, set_num_threads
 libc = ctypes.CDLL(None)
 a = min(os.sched_getaffinity(0))
 body_type = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
-seen = {}
+first = {}  # thread -> the CPU of its first chunk in this launch
 def body(_closure, lo, hi):
-    seen.setdefault(threading.get_native_id(), set()).add(libc.sched_getcpu())
+    first.setdefault(threading.get_native_id(), libc.sched_getcpu())
     time.sleep(0.002)
 callback = body_type(body)
 launch = ctypes.CFUNCTYPE(None, body_type, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)(
@@ -265,15 +267,15 @@ for _ in range(20):
     end = time.perf_counter() + 0.05
     while time.perf_counter() < end:  # the worker falls asleep in futex; CPU a stays busy
         pass
-    seen.clear()
+    first.clear()
     launch(callback, None, 0, 8)
-    worker = [c for t, cpus in seen.items() if t != me for c in cpus]
+    worker = [c for t, c in first.items() if t != me]
     ran += bool(worker)
     shared += a in worker
 print(ran, shared)
 """
     tries = []
-    for _ in range(5):  # another process busy on the other CPU can rightly draw it back: again
+    for _ in range(3):  # another process busy on the other CPU can rightly draw it back: again
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
         assert out.returncode == 0, out.stderr[-2000:]
         ran, shared = map(int, out.stdout.split())
