@@ -6,7 +6,7 @@ different amounts: a tuning run's in-model check of MobileNetV2-224 at 2 threads
 VM in such a spell (the model at 2.35 ms untuned, 1.4-1.5 when quiet), timed the model 1.21x
 faster with its records; `benchmarks.build_ab` on a quiet machine then timed them 1.049x slower.
 
-`cores_ready(threads)` asks two things. First, `cores_idle(threads)` runs a register-only FMA
+`cores_ready(threads)` asks three things. First, `cores_idle(threads)` runs a register-only FMA
 kernel (no memory traffic: `peak_func`, also `benchmarks/peak.py`'s) with the same work per
 thread once on one thread and once on `threads` threads of the JIT's pool, best of a few runs
 each. An idle machine runs both in about the same time; a core taken by another process makes
@@ -20,6 +20,10 @@ slows is data one core wrote and the other reads: `handover_us` times kernels on
 that hand 512 KB back and forth (an add, each thread writing its half, then a transpose, each
 thread reading from both halves): 1.33-1.40 ms in the fast state, 2.6-3.3 in the slow one, in
 step with the model. `handover_slow` compares a reading with the fastest this process has seen.
+
+Third, in between, the first two cores must share a cache: a line's round trip between them
+(`autotune.core_distance`) under FAR_NS. The hypervisor at times runs the two vCPUs on cores
+without a shared L3, and the hand-over does not always see it.
 
 `retry_while_busy` takes a timing between two such probes, and again while one finds the cores
 not ready.
@@ -35,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from autotune import core_distance
 from tensorir.loop.ir import (
     Allocate,
     Broadcast,
@@ -204,9 +209,14 @@ def handover_slow(us: float) -> bool:
 
 
 def cores_ready(threads: int) -> bool:
-    """Both checks of the module docstring: no core busy, and data handed between the cores at
-    their usual pace."""
-    return cores_idle(threads)[0] and not handover_slow(handover_us(threads))
+    """The checks of the module docstring: no core busy, the first two cores near (a cache
+    line's round trip, autotune/core_distance.py), and data handed between the cores at their
+    usual pace. The round trip is its own check: on the Zen 4 VM ResNet-50 was tuned at 2
+    threads with its vCPUs on cores that shared no L3 (317-508 ns a round trip) while the
+    hand-over read fast."""
+    if not cores_idle(threads)[0] or core_distance.is_far(core_distance.round_trip_ns()):
+        return False
+    return not handover_slow(handover_us(threads))
 
 
 def probe(threads: int | None) -> Callable[[], bool] | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import autotune.core_distance
 import autotune.idle
 from tensorir.config import idle_probe_mode
 
@@ -30,6 +31,7 @@ def test_the_knob_fixes_the_probe(monkeypatch):
     monkeypatch.setattr(autotune.idle, "cores_idle", lambda n: (asked.append(n) or True, 1.0))
     monkeypatch.setattr(autotune.idle, "handover_us", lambda n: handed.append(n) or 1000.0)
     monkeypatch.setattr(autotune.idle, "_HANDOVER_BEST", [float("inf")])
+    monkeypatch.setattr(autotune.core_distance, "round_trip_ns", lambda: 100.0)
     assert autotune.idle.probe(3)() is True and asked == [3] and handed == [3]
 
 
@@ -41,8 +43,23 @@ def test_a_slow_hand_over_makes_the_cores_not_ready(monkeypatch):
     monkeypatch.setattr(autotune.idle, "cores_idle", lambda n: (True, 1.0))
     monkeypatch.setattr(autotune.idle, "handover_us", lambda n: next(pace))
     monkeypatch.setattr(autotune.idle, "_HANDOVER_BEST", [float("inf")])
+    monkeypatch.setattr(autotune.core_distance, "round_trip_ns", lambda: 100.0)
     ready = autotune.idle.probe(2)
     assert [ready() for _ in range(4)] == [True, True, False, True]
+
+
+def test_cores_far_apart_are_not_ready(monkeypatch):
+    """The probe's third check: a cache line's round trip over FAR_NS (the two vCPUs on cores
+    without a shared L3) reads as not ready though no core is busy and the hand-over is fast;
+    one CPU (no round trip to time) does not count as far."""
+    monkeypatch.setenv("TIR_IDLE_PROBE", "auto")
+    trips = iter([100.0, 450.0, None, autotune.core_distance.FAR_NS + 1])
+    monkeypatch.setattr(autotune.idle, "cores_idle", lambda n: (True, 1.0))
+    monkeypatch.setattr(autotune.idle, "handover_us", lambda n: 1000.0)
+    monkeypatch.setattr(autotune.idle, "_HANDOVER_BEST", [float("inf")])
+    monkeypatch.setattr(autotune.core_distance, "round_trip_ns", lambda: next(trips))
+    ready = autotune.idle.probe(2)
+    assert [ready() for _ in range(4)] == [True, False, True, False]
 
 
 def test_busy_through_every_try_still_times_once(monkeypatch):

@@ -225,7 +225,7 @@ def test_rounds_with_the_cores_far_apart_are_marked_and_reported(monkeypatch):
 def test_core_distance_times_a_round_trip_between_two_cpus():
     """The ping-pong really runs on two CPUs: a round trip takes some tens of ns at least
     (two cache-line transfers) and well under a millisecond; one CPU in the mask gives None."""
-    from benchmarks.core_distance import round_trip_ns
+    from autotune.core_distance import round_trip_ns
 
     cpus = os.sched_getaffinity(0)
     if len(cpus) >= 2:
