@@ -13,7 +13,7 @@ import functools
 import json
 import shutil
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -137,10 +137,10 @@ class Module:
         return call
 
     # ---- profiling ------------------------------------------------------------------
-    def profile(self, inputs: Mapping[str, np.ndarray], repeat: int = 10) -> list[dict[str, Any]]:
-        """Median seconds of every kernel over `repeat` passes through the model: each pass
-        calls the kernels one by one in model order over the model's own memory, so a kernel
-        meets the caches its neighbours leave it (the times add up to a run)."""
+    def kernel_calls(self, inputs: Mapping[str, np.ndarray]) -> tuple[list[Callable[[], Any]], dict]:
+        """(one call per kernel of the manifest, in model order, over the model's own memory;
+        the base addresses of its arguments by kind), after one run on `inputs`. The calls
+        hold the feeds and outputs they point into."""
         feeds = self._feeds(inputs)
         outs = self._out_buffers()
         self.run(dict(zip([t["name"] for t in self.inputs], feeds, strict=True)))
@@ -157,6 +157,14 @@ class Module:
             ptrs = [self._address(bases, kind, i) for kind, i in k["args"]]
             fn.argtypes = [ctypes.c_void_p] * len(ptrs)
             calls.append(functools.partial(fn, *ptrs))
+        bases["kept"] = (feeds, outs)
+        return calls, bases
+
+    def profile(self, inputs: Mapping[str, np.ndarray], repeat: int = 10) -> list[dict[str, Any]]:
+        """Median seconds of every kernel over `repeat` passes through the model: each pass
+        calls the kernels one by one in model order over the model's own memory, so a kernel
+        meets the caches its neighbours leave it (the times add up to a run)."""
+        calls, _ = self.kernel_calls(inputs)
         times = np.zeros((repeat, len(calls)))
         for r in range(repeat):
             for j, call in enumerate(calls):
