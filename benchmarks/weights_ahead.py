@@ -4,16 +4,18 @@
     python -m benchmarks.weights_ahead mobilenet_v1 --threads 1 --top 10
 
 Every kernel is called in model order over the model's own memory (`Module.kernel_calls`, as
-`Module.profile` does), in rounds of two passes that take turns: a plain pass, and a pass
-that first reads each kernel's weights (its `weight` and `prepared` arguments) with numpy,
-untimed, then times the kernel. A model whose weights outgrow the last-level cache reads them
+`Module.profile` does), in rounds of three passes that take turns: a plain pass, a pass that
+first reads each kernel's weights (its `weight` and `prepared` arguments) with numpy, untimed,
+then times the kernel, and a control that first reads as many bytes of other memory (a buffer
+of OTHER_BYTES, in turn), so that what the read itself does to the caches and the clock is
+told apart from the weights it brings in. A model whose weights outgrow the last-level cache reads them
 from memory every run, and the second pass shows what that costs each kernel: the most that
 prefetching weights ahead of a kernel (during the one before it, say) could gain. A weight
 argument's extent is taken up to the next argument's offset in the same block, so the last
 one of a block reads to the block's end (a few kernels read more than their own).
 
-Printed: both passes' kernel sums (medians per kernel over the rounds), the median over rounds
-of the ratio of the two sums, and the kernels that gained most.
+Printed: the passes' kernel sums (medians per kernel over the rounds), the medians over rounds
+of the ratios of the sums to the plain one, and the kernels that gained most.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ import time
 from typing import Any
 
 import numpy as np
+
+OTHER_BYTES = 64 << 20  # the control's other memory: more than the last-level cache
 
 
 def weight_views(manifest: dict[str, Any], bases: dict[str, Any]) -> list[list[np.ndarray]]:
@@ -48,18 +52,32 @@ def weight_views(manifest: dict[str, Any], bases: dict[str, Any]) -> list[list[n
     return views
 
 
+def other_views(views: list[list[np.ndarray]], other: np.ndarray) -> list[list[np.ndarray]]:
+    """Per kernel, slices of `other` as large as its weight views, taken in turn (wrapping)."""
+    out, at = [], 0
+    for mine in views:
+        slices = []
+        for v in mine:
+            n = min(v.size, other.size)
+            at = 0 if at + n > other.size else at
+            slices.append(other[at : at + n])
+            at += n
+        out.append(slices)
+    return out
+
+
 def passes(mod: Any, feeds: dict[str, np.ndarray], rounds: int) -> tuple[np.ndarray, list[list[np.ndarray]]]:
     """Seconds per (pass, round, kernel): pass 0 plain, pass 1 with each kernel's weights read
-    just before it."""
+    just before it, pass 2 with as many bytes of other memory read just before it."""
     calls, bases = mod.kernel_calls(feeds)
     views = weight_views(mod.manifest, bases)
-    t = np.zeros((2, rounds, len(calls)))
+    reads = [[[] for _ in calls], views, other_views(views, np.ones(OTHER_BYTES // 4, np.float32))]
+    t = np.zeros((3, rounds, len(calls)))
     for r in range(rounds):
-        for p in (0, 1):
+        for p, before in enumerate(reads):
             for j, call in enumerate(calls):
-                if p:
-                    for v in views[j]:
-                        v.sum()
+                for v in before[j]:
+                    v.sum()
                 t0 = time.perf_counter()
                 call()
                 t[p, r, j] = time.perf_counter() - t0
@@ -80,15 +98,19 @@ def main(argv: list[str] | None = None) -> None:
     mod.set_num_threads(args.threads)
     t, views = passes(mod, sample_inputs(model), args.rounds)
     med = np.median(t, axis=1) * 1e6
-    ratio = float(np.median(t[1].sum(axis=1) / t[0].sum(axis=1)))
-    print(f"{args.model}, {args.threads} thread(s), {args.rounds} rounds: kernel sums {med[0].sum():.0f} us")
-    print(f"plain, {med[1].sum():.0f} us with each kernel's weights read first; per round {ratio:.3f}x")
+    sums = t.sum(axis=2)
+    read, other = (float(np.median(sums[p] / sums[0])) for p in (1, 2))
+    plain, first, control = (f"{m:.0f}" for m in med.sum(axis=1))
+    print(f"{args.model}, {args.threads} thread(s), {args.rounds} rounds: kernel sums {plain} us plain,")
+    print(f"{first} with each kernel's weights read first, {control} with other memory read first")
+    print(f"per round: weights read first / plain {read:.3f}, other memory read first / plain {other:.3f}")
     kernels = mod.manifest["kernels"]
-    print(f"{'node':34s} {'algorithm':11s} {'plain us':>9s} {'read us':>9s} {'weights KB':>11s}")
+    head = ("node", "algorithm", "plain us", "read us", "other us", "weights KB")
+    print("{:34s} {:11s} {:>9s} {:>9s} {:>9s} {:>11s}".format(*head))
     for j in np.argsort(med[1] - med[0])[: args.top]:
         kb = sum(v.nbytes for v in views[j]) / 1024
         name, algo = kernels[j].get("node", "") or kernels[j]["op"], kernels[j].get("algorithm", "-")
-        print(f"{name[:34]:34s} {algo:11s} {med[0, j]:9.1f} {med[1, j]:9.1f} {kb:11.0f}")
+        print(f"{name[:34]:34s} {algo:11s} {med[0, j]:9.1f} {med[1, j]:9.1f} {med[2, j]:9.1f} {kb:11.0f}")
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ import onnx.helper as oh
 import onnx.numpy_helper as onh
 
 import tensorir as tir
-from benchmarks.weights_ahead import passes, weight_views
+from benchmarks.weights_ahead import other_views, passes, weight_views
 
 
 def _two_convs(path) -> str:
@@ -59,5 +59,16 @@ def test_both_passes_time_every_kernel_and_leave_the_model_right(tmp_path):
     x = np.random.default_rng(2).uniform(-1, 1, (1, 16, 28, 28)).astype(np.float32)
     want = mod.run({"x": x})[0]
     t, _ = passes(mod, {"x": x}, rounds=2)
-    assert t.shape == (2, 2, len(mod.manifest["kernels"])) and (t > 0).all()
+    assert t.shape == (3, 2, len(mod.manifest["kernels"])) and (t > 0).all()
     np.testing.assert_array_equal(mod.run({"x": x})[0], want)
+
+
+def test_the_control_reads_as_many_bytes_of_other_memory():
+    """Each kernel's control slices match its weight views in size, lie inside the other
+    buffer, and wrap around it when the weights outgrow it."""
+    views = [[np.zeros(10, np.float32)], [], [np.zeros(6, np.float32), np.zeros(8, np.float32)]]
+    other = np.arange(16, dtype=np.float32)
+    got = other_views(views, other)
+    assert [[s.size for s in mine] for mine in got] == [[10], [], [6, 8]]
+    assert [s[0] for mine in got for s in mine] == [0.0, 10.0, 0.0]  # the 8 wrapped to the start
+    assert all(np.shares_memory(s, other) for mine in got for s in mine)
