@@ -157,7 +157,8 @@ class Module:
             ptrs = [self._address(bases, kind, i) for kind, i in k["args"]]
             fn.argtypes = [ctypes.c_void_p] * len(ptrs)
             calls.append(functools.partial(fn, *ptrs))
-        bases["kept"] = (feeds, outs)
+        for call in calls:  # the buffers the pointers lead into live as long as any call
+            call.kept = (feeds, outs)  # type: ignore[attr-defined]
         return calls, bases
 
     def profile(self, inputs: Mapping[str, np.ndarray], repeat: int = 10) -> list[dict[str, Any]]:

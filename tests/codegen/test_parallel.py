@@ -236,8 +236,8 @@ def test_a_woken_worker_leaves_the_launchers_cpu():
     the job moves to another CPU of its mask (parallel.py: GETCPU). The launcher pinned to one
     CPU, the worker free on all: over 20 launches, each after the worker fell asleep, the
     worker's first chunk runs on the launcher's CPU in at most 5. Without the move it did in
-    19-20 of 20 (Zen 4 VM under the CI suite's load; 18-20 on the Zen 5 VM, idle or with a
-    spinning process on the other CPU: the scheduler wakes it on the waker's CPU); with it, 0-2.
+    18-20 of 20 on the Zen 5 VM (idle, with a spinning process on the other CPU, or under the
+    CI suite's load: the scheduler wakes it on the waker's CPU); with it, 0-2.
     Only the first chunk counts: each chunk sleeps, and where the worker wakes from that sleep
     is the scheduler's choice, which with the other CPU busy (the suite's other worker, another
     tenant) is at times the launcher's CPU: counting every chunk read 5-17 of 20 under load
