@@ -89,7 +89,8 @@ def _child(code: str, *args: str) -> list[float]:
     return [float(x) for x in p.stdout.split()]
 
 
-def _stripped_size(lib: Path) -> int:
+def stripped_size(lib: Path) -> int:
+    """Bytes of the shared library `lib` with its symbol tables stripped (llvm-objcopy)."""
     from tensorir.codegen.link import find_tool
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -127,7 +128,7 @@ def measure(model: onnx.ModelProto, repeat: int = 5) -> dict[str, Any]:
             for f, d in (("e", embedded), ("x", external))
         }
         ort_runs = [_child(_ORT, str(root / "model.onnx"), str(ins)) for _ in range(repeat)]
-        code = _stripped_size(external / mod.manifest["library"])
+        code = stripped_size(external / mod.manifest["library"])
         weights = (external / "weights.bin").stat().st_size
     ms = lambda xs: statistics.median(xs) * 1e3  # noqa: E731
     return {
