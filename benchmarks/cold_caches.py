@@ -85,13 +85,17 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=0, help="kernel threads (CPU; 0: all cores)")
     ap.add_argument("--tasks", type=int, default=8)
     ap.add_argument("--rounds", type=int, default=15, help="in-model profile rounds")
-    ap.add_argument("--records", help="a tuning database: also time each task's best record")
+    ap.add_argument(
+        "--records", help="a tuning database, .jsonl log or folder of logs: also time each task's best record"
+    )
     args = ap.parse_args()
     target = get_tuning_device(args.device).target
     path = _model_path(args.model)
     recs = None
     if args.records:
-        recs = Records.for_target(get_target(target), db=args.records, logs=False, threads=args.threads)
+        src = Path(args.records)
+        db, logs = (False, src) if src.is_dir() or src.suffix == ".jsonl" else (args.records, False)
+        recs = Records.for_target(get_target(target), db=db, logs=logs, threads=args.threads)
     mkey = model_key(model_bytes(path), None)
     layout = {mkey: recs.best(mkey)} if recs and recs.best(mkey) else {}
     block = layout.get(mkey, {}).get("layout_block")
