@@ -10,7 +10,8 @@ libdl.so holding only those names, and has its own `_start`, which hands over to
 from files, calls the kernel (every argument is a pointer), writes the outputs after the
 warm-up calls, then times `repeat` runs of `number` calls with clock_gettime(CLOCK_MONOTONIC);
 with FLUSH_BYTES > 0 (cold, as in a model) each timing is one call after rewriting a buffer of
-that size and reading the activation inputs back in:
+that size, reading the activation inputs back in and waking the library's thread pool
+(`tir_pool_wake`, where it has one: codegen/parallel_ir.py):
 
     tir-harness LIB SYMBOL THREADS WARMUP REPEAT NUMBER MIN_REPEAT_US TIMEOUT_S FLUSH_BYTES ARG...
         ARG: i:NBYTES:PATH  an input read from PATH (a weight: left cold)
@@ -117,12 +118,14 @@ static i64 timed(long number) {
 
 static char *flush_buf, *warm[MAXA];
 static long flush_bytes, warm_bytes[MAXA], n_warm;
+static void (*wake)(void); /* the library's tir_pool_wake, when it has a thread pool */
 
 static i64 timed_cold(long round) {
   memset(flush_buf, (int)round, flush_bytes); /* evicts the caches: weights come from memory */
   volatile unsigned char sink = 0;
   for (long k = 0; k < n_warm; k++)
     for (long b = 0; b < warm_bytes[k]; b += 64) sink ^= (unsigned char)warm[k][b];
+  if (wake) wake(); /* the workers slept through the flush; in a model they would be spinning */
   return timed(1);
 }
 
@@ -141,6 +144,7 @@ static int harness_main(int argc, char **argv, char **envp) {
   if (!f) return fail(3, "dlsym", dlerror());
   void (*set_threads)(int) = (void (*)(int))dlsym(h, "tir_set_num_threads");
   if (set_threads && threads > 0) set_threads((int)threads);
+  wake = (void (*)(void))dlsym(h, "tir_pool_wake");
   int n = argc - 10;
   long sizes[MAXA];
   char *paths[MAXA];

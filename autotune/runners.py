@@ -116,11 +116,14 @@ def cold_timings(call: Any, activations: Sequence[np.ndarray], repeat: int) -> l
     FLUSH_BYTES) and reading the activations back in, as their producer left them."""
     if not _flush_buffer:
         _flush_buffer.append(np.zeros(FLUSH_BYTES // 8))
+    from tensorir.runtime.jit import wake_pool
+
     costs = []
     for _ in range(repeat):
         _flush_buffer[0] += 1.0
         for a in activations:
             a.sum()
+        wake_pool()  # the flush outlasts the workers' spin: a model's next kernel meets them awake
         t0 = time.perf_counter()
         call()
         costs.append(time.perf_counter() - t0)

@@ -136,7 +136,8 @@ def build_shared_library(
     soname: str | None = None,
 ) -> Path:
     """Compile the kernels into one ELF shared library at `out` (exports: kernel names,
-    and tir_set_num_threads / tir_get_num_threads when a kernel has a parallel loop)."""
+    and tir_set_num_threads / tir_get_num_threads / tir_pool_wake when a kernel has a
+    parallel loop)."""
     target = get_target(target)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -4,6 +4,7 @@
                           void *closure, int64_t begin, int64_t end);   // hidden
     void tir_set_num_threads(int32_t n);   // exported; n <= 0: all cores (the default)
     int32_t tir_get_num_threads(void);     // exported
+    void tir_pool_wake(void);              // exported; returns once every worker runs
 
 `tir_parallel_for` splits [begin, end) into n = min(end - begin, 4 x threads) contiguous
 chunks [begin + len*i/n, begin + len*(i+1)/n). Thread t of the T taking part (the caller is
@@ -42,7 +43,7 @@ initial value instead (tir_set_num_threads still overrides it).
 
 Only libc is needed: pthread_create / pthread_join / pthread_attr_{init,setstacksize,
 setdetachstate,destroy}, syscall, getpid (all in glibc >= 2.34 and bionic libc). Every runtime symbol is
-`weak` (hidden, except the two exported functions), so objects that each carry a copy
+`weak` (hidden, except the three exported functions), so objects that each carry a copy
 link into one library with one pool.
 """
 
@@ -55,6 +56,10 @@ from tensorir.errors import TirError
 from tensorir.target import Target
 
 PARALLEL_FOR = "tir_parallel_for"
+POOL_WAKE = "tir_pool_wake"  # wakes every worker and returns once all run (parallel_ir.py)
+# the most pauses a thread of tir_pool_wake waits for the others (about 1 ms on Zen 5): a
+# worker the system cannot give a core then costs the wait, not a hang
+MEET_SPIN = 400_000
 MAX_THREADS = 128
 CHUNKS_PER_THREAD = 4
 # sched_yield's syscall number. A spinning thread (a worker waiting for a launch, the launcher
@@ -131,4 +136,5 @@ def runtime_ir(target: Target) -> str:
         chunks_per_thread=CHUNKS_PER_THREAD,
         sched_yield=SCHED_YIELD[target.arch],
         yield_mask=YIELD_EVERY - 1,
+        meet_spin=MEET_SPIN,
     ) + PLACEMENT.substitute(syscalls)

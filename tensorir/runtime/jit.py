@@ -24,7 +24,7 @@ import numpy as np
 
 from tensorir.codegen.llvm import LLVM_LOCK, build_module, optimize, parse_ir, symbol_name, target_machine
 from tensorir.codegen.llvm_walk import usage
-from tensorir.codegen.parallel import runtime_ir
+from tensorir.codegen.parallel import POOL_WAKE, runtime_ir
 from tensorir.dtypes import np_dtype
 from tensorir.errors import InputError, TirError
 from tensorir.loop import ir
@@ -59,6 +59,7 @@ class _Engine:
         self.get_threads = ctypes.CFUNCTYPE(ctypes.c_int32)(
             self.ee.get_function_address("tir_get_num_threads")
         )
+        self.wake = ctypes.CFUNCTYPE(None)(self.address(POOL_WAKE))
 
     def add(self, mod: llvm.ModuleRef) -> None:
         self.ee.add_module(mod)
@@ -84,6 +85,12 @@ def set_num_threads(n: int | None) -> None:
 
 def get_num_threads() -> int:
     return int(_engine().get_threads())
+
+
+def wake_pool() -> None:
+    """Wake the JIT kernels' thread pool and return once every worker runs (and spins for the
+    next launch): before a timed call that follows an untimed pause longer than their spin."""
+    _engine().wake()
 
 
 class HostKernel:
