@@ -52,6 +52,7 @@ from __future__ import annotations
 from tensorir.codegen.llvm_builder import ModuleContext
 from tensorir.codegen.parallel_ir import RUNTIME
 from tensorir.codegen.parallel_place_ir import PLACEMENT
+from tensorir.codegen.parallel_wake_ir import WAKE
 from tensorir.errors import TirError
 from tensorir.target import Target
 
@@ -123,18 +124,21 @@ def runtime_ir(target: Target) -> str:
         raise TirError(f"no parallel runtime for architecture {target.arch!r} ({target.triple})")
     futex, affinity, spin, pause, pause_decl = _ARCH[target.arch]
     syscalls = {"affinity": affinity, "getcpu": GETCPU[target.arch], "setaffinity": SET_AFFINITY[target.arch]}
-    return RUNTIME.substitute(
-        triple=target.triple,
-        datalayout=str(target_machine(target).target_data),
-        futex=futex,
-        affinity=affinity,
-        spin=spin,
-        pause=pause,
-        pause_decl=pause_decl,
-        max_threads=MAX_THREADS,
-        threads=target.num_threads or 0,
-        chunks_per_thread=CHUNKS_PER_THREAD,
-        sched_yield=SCHED_YIELD[target.arch],
-        yield_mask=YIELD_EVERY - 1,
-        meet_spin=MEET_SPIN,
-    ) + PLACEMENT.substitute(syscalls)
+    return (
+        RUNTIME.substitute(
+            triple=target.triple,
+            datalayout=str(target_machine(target).target_data),
+            futex=futex,
+            affinity=affinity,
+            spin=spin,
+            pause=pause,
+            pause_decl=pause_decl,
+            max_threads=MAX_THREADS,
+            threads=target.num_threads or 0,
+            chunks_per_thread=CHUNKS_PER_THREAD,
+            sched_yield=SCHED_YIELD[target.arch],
+            yield_mask=YIELD_EVERY - 1,
+        )
+        + PLACEMENT.substitute(syscalls)
+        + WAKE.substitute(pause=pause, meet_spin=MEET_SPIN)
+    )
