@@ -267,6 +267,12 @@ def _sqlite_best_rows(path: Path, device: str, target: str | None, timed_alone: 
         conn.close()
 
 
+def is_log_source(path: Path) -> bool:
+    """Whether a records path names JSON Lines logs (a folder of <device>.jsonl, or one .jsonl
+    file), not a tuning database."""
+    return path.is_dir() or path.suffix == ".jsonl"
+
+
 def db_source(db: str | os.PathLike | None) -> Path | str:
     """A database spec as :class:`Records` reads it: a PostgreSQL URL as it is, a file path
     as a Path (None: :func:`autotune.database.default_path`)."""

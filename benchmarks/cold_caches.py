@@ -72,7 +72,7 @@ def _in_model(path: Path, tasks: list, records: list, target: str, threads: int,
 
 
 def main() -> int:
-    from autotune.records import Records
+    from autotune.records import Records, is_log_source
     from autotune.task import extract_tasks, load_graph
     from tensorir.compiler import model_key
     from tensorir.devices import get_tuning_device
@@ -94,7 +94,7 @@ def main() -> int:
     recs = None
     if args.records:
         src = Path(args.records)
-        db, logs = (False, src) if src.is_dir() or src.suffix == ".jsonl" else (args.records, False)
+        db, logs = (False, src) if is_log_source(src) else (args.records, False)
         recs = Records.for_target(get_target(target), db=db, logs=logs, threads=args.threads)
     mkey = model_key(model_bytes(path), None)
     layout = {mkey: recs.best(mkey)} if recs and recs.best(mkey) else {}

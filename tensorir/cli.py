@@ -230,7 +230,7 @@ def _open_records(source: str, device: str | None, target: str):
             raise TirError(f"--device {device!r} picks tuning records, but --records none uses none")
         return None
     try:
-        from autotune.records import Records
+        from autotune.records import Records, is_log_source
     except ModuleNotFoundError:
         if source == "auto":
             return None
@@ -241,7 +241,7 @@ def _open_records(source: str, device: str | None, target: str):
     path = None if source == "auto" or url is not None else Path(source)
     if path is not None and not path.exists():
         raise TirError(f"--records {source!r}: no such file or folder")
-    is_log = path is not None and (path.is_dir() or path.suffix == ".jsonl")
+    is_log = path is not None and is_log_source(path)
     db, logs = (None, None) if path is None else ((False, path) if is_log else (path, None))
     if url is not None:  # a PostgreSQL tuning database
         db = url
