@@ -11,7 +11,7 @@ from files, calls the kernel (every argument is a pointer), writes the outputs a
 warm-up calls, then times `repeat` runs of `number` calls with clock_gettime(CLOCK_MONOTONIC);
 with FLUSH_BYTES > 0 (cold, as in a model) each timing is one call after rewriting a buffer of
 that size, reading the activation inputs back in and waking the library's thread pool
-(`tir_pool_wake`, where it has one: codegen/parallel_ir.py):
+(`tir_pool_wake`, where it has one: codegen/parallel_wake_ir.py):
 
     tir-harness LIB SYMBOL THREADS WARMUP REPEAT NUMBER MIN_REPEAT_US TIMEOUT_S FLUSH_BYTES ARG...
         ARG: i:NBYTES:PATH  an input read from PATH (a weight: left cold)
