@@ -57,7 +57,7 @@ from tensorir.errors import TirError
 from tensorir.target import Target
 
 PARALLEL_FOR = "tir_parallel_for"
-POOL_WAKE = "tir_pool_wake"  # wakes every worker and returns once all run (parallel_ir.py)
+POOL_WAKE = "tir_pool_wake"  # wakes every worker and returns once all run (parallel_wake_ir.py)
 # the most pauses a thread of tir_pool_wake waits for the others (about 1 ms on Zen 5): a
 # worker the system cannot give a core then costs the wait, not a hang
 MEET_SPIN = 400_000
