@@ -96,6 +96,14 @@ def add_tune_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--batch", type=int, default=8, help="candidates per round")
     p.add_argument("--early-stopping", type=int, default=48, help="per task: trials without improvement")
+    p.add_argument(
+        "--retime",
+        type=int,
+        default=3,
+        metavar="N",
+        help="at the end, time each task's default and its N fastest configs again, back to back, "
+        "so that records of earlier runs compare with this run's (0: skip)",
+    )
     p.add_argument("--search", default="model", choices=["model", "random"])
     p.add_argument("--workers", type=int, default=2, help="build processes")
     p.add_argument(
@@ -152,6 +160,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     dev = get_tuning_device(args.device)
     if args.trials < 1:
         raise InputError(f"--trials {args.trials}: must be at least 1")
+    if args.retime < 0:
+        raise InputError(f"--retime {args.retime}: must be 0 (skip) or more")
     if not Path(args.model).exists():
         raise InputError(f"{args.model}: no such file")
     target = dev.target
@@ -212,6 +222,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         time_budget_s=left,
         batch_size=args.batch,
         early_stopping=args.early_stopping,
+        retime=args.retime,
         search=args.search,
         seed=args.seed,
         model_path=db.local_file(f"costmodel-{device}.json"),  # beside a file; a server's: user cache
@@ -315,9 +326,17 @@ def _report(summary) -> str:
         speedup = st.default_cost / st.best if math.isfinite(st.default_cost) else math.nan
         kind = "effective GFLOP/s" if st.effective else "GFLOP/s"
         earlier = f", {st.resumed} of them from earlier runs" if st.resumed else ""
+        stale = "; the best's time is an earlier run's (timed again, it was slower)" if st.stale_best else ""
         lines.append(
             f"{head} x{st.task.count}: {st.best * 1e3:.3f} ms ({st.gflops():.1f} {kind}, "
-            f"{speedup:.2f}x the default) after {st.trials} trials{earlier}"
+            f"{speedup:.2f}x the default) after {st.trials} trials{earlier}{stale}"
+        )
+    retimed = [st for st in summary.tasks if st.retimed]
+    if retimed:
+        lines.append(
+            f"timed again at the end, back to back: the default and the fastest configs of {len(retimed)} "
+            f"of {len(summary.tasks)} tasks ({sum(st.retimed for st in retimed)} configs, "
+            f"{summary.retime_s:.0f} s), so each 'x the default' compares timings of this run"
         )
     tuned, default, paired = summary.paired_latency()
     if default > 0:

@@ -65,6 +65,25 @@ class TaskSearch:
             return True
         return False
 
+    def retime(self, timings: Sequence[tuple[dict, float]]) -> None:
+        """New costs for configs measured before (timed again together, so that they compare
+        within one session): every config keeps its latest cost, and the best is the fastest
+        by those."""
+        latest: dict[str, tuple[dict, float]] = {}
+        for config, cost in [*self.measured, *timings]:
+            latest[config_key(self.space.complete(config))] = (config, cost)
+        self.seen.update(latest)
+        self.measured = list(latest.values())
+        self.best_config, self.best_cost = min(self.measured, key=lambda m: m[1], default=(None, math.inf))
+        if not math.isfinite(self.best_cost):
+            self.best_config = None
+
+    def ranked(self, n: int) -> list[dict]:
+        """The `n` fastest configs measured (by their latest cost; failures left out)."""
+        latest = {config_key(self.space.complete(c)): (c, cost) for c, cost in self.measured}
+        fast = sorted((m for m in latest.values() if math.isfinite(m[1])), key=lambda m: m[1])
+        return [c for c, _ in fast[:n]]
+
     def _fresh(self, cfg: dict, taken: set[str]) -> bool:
         key = config_key(self.space.complete(cfg))
         if key in self.seen or key in taken:

@@ -15,6 +15,13 @@ later run — on this model or another — starts from it (transfer). On start, 
 records of each task are replayed into its search: a restarted run skips what was measured
 and goes on from the best so far.
 A task stops after `early_stopping` trials without improvement or when its space is used up.
+
+The run ends by timing each task's default config and its `retime` fastest configs again, back
+to back (`Tuner.retime`), and the records take those costs: configs measured in earlier runs (on
+a day with another clock, or by an older runner: before the pool wake-up left the timed calls,
+their 2-thread costs held a futex wake each) then compare with this run's, so both the record
+`tir compile` picks and the summary's "x the default" rest on timings of one session. The search
+stops early enough to leave time for it (`_reserve`). A failed re-timing keeps the old record.
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ from autotune.measure import MeasureOptions, Measurer, MeasureResult, MeasurerLi
 from autotune.runners import timing_of
 from autotune.search import TaskSearch
 from autotune.task import Task
+from tensorir.schedule.space import config_key
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,6 +61,7 @@ class TuneOptions:
     seed: int = 0
     model_path: str | Path | None = None  # default: beside the database
     progress: bool = True
+    retime: int = 3  # at the end: the default and this many fastest configs per task timed again
 
 
 @dataclasses.dataclass
@@ -66,6 +75,8 @@ class TaskState:
     history: list[tuple[int, float]] = dataclasses.field(default_factory=list)  # (global trial, best)
     last_gain: float = 1.0
     done: bool = False
+    retimed: int = 0  # configs timed again together at the end of the run (Tuner.retime)
+    stale_best: bool = False  # the best's cost is still another session's (Tuner.retime)
 
     @property
     def best(self) -> float:
@@ -91,6 +102,7 @@ class TuneSummary:
     # why the run ended: "time budget", "trial budget" or "every task stopped" (each went
     # early_stopping trials without a better config, replayed ones included, or used its space up)
     stopped: str = ""
+    retime_s: float = 0.0  # seconds of the closing re-timing
 
     def paired_latency(self) -> tuple[float, float, int]:
         """(tuned, default, tasks): sums of count x cost over the tasks whose default config
@@ -125,6 +137,7 @@ class Tuner:
         self.model = self._load_model()
         self.on_batch = on_batch
         self.trials = 0
+        self._batch_s, self._timed = 0.0, 0  # this run's measuring: seconds, configs timed
         self._resume()
 
     # ---- state ----------------------------------------------------------------------
@@ -187,17 +200,66 @@ class Tuner:
     def run(self) -> TuneSummary:
         opt = self.options
         start = time.monotonic()
+        deadline = None if opt.time_budget_s is None else start + opt.time_budget_s
         stopped = "time budget"
         with self.make_measurer(self.measure_options) as measurer:  # may refuse: before the bar
             bar = _progress(opt.trials, self.trials, opt.progress)
             try:
-                while opt.time_budget_s is None or time.monotonic() - start <= opt.time_budget_s:
+                while deadline is None or time.monotonic() <= deadline - self._reserve():
                     if not self.step(measurer, bar):
                         stopped = "trial budget" if self.trials >= opt.trials else "every task stopped"
                         break
             finally:
                 bar.close()
-        return TuneSummary(self.trials, time.monotonic() - start, self.states, stopped)
+            searched = time.monotonic()
+            self.retime(measurer, deadline)
+        end = time.monotonic()
+        return TuneSummary(self.trials, end - start, self.states, stopped, end - searched)
+
+    # ---- the closing re-timing --------------------------------------------------------
+    def _reserve(self) -> float:
+        """Seconds the closing re-timing should take: this run's seconds per timed config so
+        far, times the configs it will time (none known yet: nothing set aside)."""
+        if not self.options.retime or not self._timed:
+            return 0.0
+        planned = sum(min(len(s.search.measured), self.options.retime) + 1 for s in self.states)
+        return self._batch_s / self._timed * planned
+
+    def retime(self, measurer: MeasurerLike, deadline: float | None = None) -> None:
+        """Time each task's default and its `retime` fastest configs again, back to back,
+        heaviest task first (until `deadline`); then, twice at most, the configs whose stored
+        cost, from another session, still beats every one timed now (`retime` at a time)."""
+        if not self.options.retime:
+            return
+        for st in sorted(self.states, key=lambda s: -s.task.weight):
+            if deadline is not None and time.monotonic() > deadline:
+                return
+            if math.isfinite(st.best):
+                self._retime_task(st, measurer)
+
+    def _retime_task(self, st: TaskState, measurer: MeasurerLike) -> None:
+        space, n = st.search.space, self.options.retime
+        key = lambda c: config_key(space.complete(c))  # noqa: E731
+        timed: set[str] = set()
+        todo = [space.default(), *st.search.ranked(n)]
+        for _ in range(3):
+            todo = list({key(c): c for c in todo if key(c) not in timed}.values())
+            if not todo:
+                break
+            results = measurer.measure(st.task, todo, on_result=lambda r: self._commit_retimed(st.task, r))
+            good = [r for r in results if not r.lost and r.error is None]
+            timed |= {key(r.config) for r in good}
+            st.search.retime([(r.config, r.cost) for r in good])
+            ahead = st.search.ranked(len(st.search.measured))
+            todo = ahead[: next((i for i, c in enumerate(ahead) if key(c) in timed), 0)][:n]
+        st.retimed = len(timed)
+        st.stale_best = st.search.best_config is not None and key(st.search.best_config) not in timed
+        default = key(space.default())
+        st.default_cost = next((cost for c, cost in st.search.measured if key(c) == default), st.default_cost)
+
+    def _commit_retimed(self, task: Task, r: MeasureResult) -> None:
+        if r.error is None:  # a failed re-timing (a timeout on a busy machine) keeps the old record
+            self.db.add(self._record(task, r))
 
     def step(self, measurer: MeasurerLike, bar: Any = None) -> bool:
         """Measure one batch of the task the scheduler picks; False when there is nothing
@@ -221,11 +283,14 @@ class Tuner:
             st.done = True  # the space is used up
             return
         before = st.best
+        began = time.monotonic()
         # each result committed as soon as it is final: a tuner killed mid-batch keeps it
         results = measurer.measure(
             st.task, configs, on_result=lambda r: self.db.add(self._record(st.task, r))
         )
         done = [r for r in results if not r.lost]
+        self._batch_s += time.monotonic() - began
+        self._timed += len(done)
         for r in done:
             self._note(st, r.config, r.cost)
             bar.update(1)

@@ -45,6 +45,7 @@ def main(argv: list[str]) -> int:
         search="random",
         early_stopping=None,
         progress=False,
+        retime=0,  # the test matches each reported trial with its record: no re-timing after them
         model_path=Path(report).with_suffix(".model.json"),
     )
     measure = MeasureOptions(repeat=2, min_repeat_s=0.001, run_timeout_s=20.0)

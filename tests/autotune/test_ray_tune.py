@@ -16,6 +16,7 @@ import json
 import math
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -404,7 +405,9 @@ def test_a_phone_on_a_node_through_adb(cluster, tmp_path):
     assert {r["device"] for r in records} == {PHONE} and len(records) == 2
     assert all(r["error"] is None for r in records), [r["error"] for r in records]
     runs = [ln for ln in (tmp_path / "phone" / ".adb.log").read_text().splitlines() if "echo TIR_EXIT" in ln]
-    assert len(runs) == 2  # every trial ran the harness on the "phone"
+    # every trial ran the harness on the "phone", and so did the closing re-timing's configs
+    retimed = re.search(r"timed again at the end, back to back: .* \((\d+) configs", done.stdout)
+    assert retimed and len(runs) == 2 + int(retimed[1]), done.stdout
 
     bad = MeasureOptions(target="android-arm64", adb="FAKE", adb_path=str(tmp_path / "no-adb"))
     gone = rf"^--adb FAKE: no device actor of {PHONE} reaches it \(.*not found"
